@@ -1,0 +1,88 @@
+//! The shape every protocol front end shares: a config type that becomes a [`FrontEnd`], started
+//! with a [`FrontEndContext`]. The broker only sees this trait, so adding a protocol is adding
+//! one crate and one line in the broker.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tolk_metrics::{Hop, Metrics, Protocol};
+
+use crate::outbox::Delivery;
+use crate::router::Router;
+
+/// Everything a front end needs from the broker. Cloned into each front end.
+#[derive(Clone)]
+pub struct FrontEndContext {
+    /// The router (and through it, the metrics).
+    pub router: Router,
+    /// Cancelled when the broker shuts down; each front end and connection takes a child token.
+    pub shutdown: CancellationToken,
+    /// Every task a front end spawns goes here, so shutdown can wait for them to finish.
+    pub tracker: TaskTracker,
+    /// Where front ends keep state that must survive a restart (e.g. MQTT-SN topic ids).
+    pub data_dir: PathBuf,
+}
+
+impl FrontEndContext {
+    /// A context with fresh shutdown token and task tracker (the broker makes one at start;
+    /// tests make their own).
+    pub fn new(router: Router, data_dir: PathBuf) -> Self {
+        FrontEndContext { router, shutdown: CancellationToken::new(), tracker: TaskTracker::new(), data_dir }
+    }
+}
+
+/// Transport of a declared listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// A TCP listener.
+    Tcp,
+    /// A UDP socket.
+    Udp,
+}
+
+/// A socket a front end will bind, declared before anything starts so that the broker can
+/// refuse a configuration where two listeners claim the same port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen {
+    /// Which listener, for messages (`"mqtt"`, `"stomp"`…).
+    pub name: &'static str,
+    /// TCP or UDP.
+    pub transport: Transport,
+    /// Configured address (port 0 = any free port).
+    pub addr: SocketAddr,
+}
+
+/// Future returned by [`FrontEnd::start`].
+pub type StartFuture = Pin<Box<dyn Future<Output = io::Result<Vec<SocketAddr>>> + Send>>;
+
+/// A protocol front end.
+pub trait FrontEnd: Send {
+    /// Short protocol name for logs.
+    fn name(&self) -> &'static str;
+
+    /// The sockets it will bind.
+    fn listens(&self) -> Vec<Listen>;
+
+    /// Binds its sockets, spawns its tasks on `ctx.tracker` and returns the bound addresses
+    /// (so that tests can ask for port 0). Returns once listening: that is the broker's
+    /// readiness signal.
+    fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture;
+}
+
+/// Records the four latency hops of a delivery that was taken from the outbox at `taken_at`
+/// and whose bytes were handed to the socket at `written_at`.
+#[inline]
+pub fn record_delivery(metrics: &Metrics, to: Protocol, delivery: &Delivery, taken_at: Instant, written_at: Instant) {
+    let from = delivery.message.origin.protocol;
+    let received_at = delivery.message.received_at;
+    metrics.record(Hop::Ingress, from, to, delivery.enqueued_at.saturating_duration_since(received_at));
+    metrics.record(Hop::Queue, from, to, taken_at.saturating_duration_since(delivery.enqueued_at));
+    metrics.record(Hop::Egress, from, to, written_at.saturating_duration_since(taken_at));
+    metrics.record(Hop::EndToEnd, from, to, written_at.saturating_duration_since(received_at));
+}

@@ -1,0 +1,27 @@
+//! tolk's engine: the message model, the topic trie and router, session outboxes, named queues,
+//! the retained store, and the shape every protocol front end shares.
+//!
+//! Nothing in here knows a wire format. Front ends translate their frames into [`Message`]s,
+//! publish them through the [`Router`], and drain their [`Session`]'s outbox.
+
+#![warn(missing_docs)]
+
+pub mod frontend;
+pub mod listener;
+mod message;
+mod outbox;
+mod queue;
+mod retained;
+mod router;
+pub mod topic;
+mod trie;
+
+pub use message::{Destination, Message, Origin, Properties, QoS, SessionId};
+pub use outbox::{Delivery, Outbox, OutboxReceiver, Overflowed, PushOutcome, outbox};
+pub use queue::{ConsumerId, ConsumerOptions, Queue, QueueAck, QueueOptions, QueuePush};
+pub use retained::RetainOutcome;
+pub use router::{
+    PublishOutcome, QueueError, Router, RouterConfig, Session, SharedError, Subscription, SubscriptionOptions, Target,
+};
+pub use tolk_metrics::{CloseReason, DropReason, Hop, Metrics, Protocol};
+pub use trie::Trie;

@@ -1,0 +1,108 @@
+//! The shared TCP accept loop: binding with a useful error, a connection limit, one `tracing`
+//! span per connection, the connection gauge, close-reason metrics and shutdown. A protocol
+//! supplies only a [`ConnectionHandler`].
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::frontend::FrontEndContext;
+use crate::router::Router;
+use tolk_metrics::{CloseReason, Protocol};
+
+/// One accepted connection, handed to the protocol.
+pub struct Connection {
+    /// The socket, with `TCP_NODELAY` set.
+    pub stream: TcpStream,
+    /// The peer's address.
+    pub peer: SocketAddr,
+    /// Cancelled at broker shutdown: send the protocol's goodbye and return.
+    pub shutdown: CancellationToken,
+    /// The router.
+    pub router: Router,
+}
+
+/// A protocol's per-connection logic.
+pub trait ConnectionHandler: Send + Sync + 'static {
+    /// Protocol label for metrics and logs.
+    fn protocol(&self) -> Protocol;
+
+    /// Runs one connection to its end and says why it ended.
+    fn handle(self: Arc<Self>, connection: Connection) -> impl Future<Output = CloseReason> + Send;
+}
+
+/// Binds a TCP listener, naming the listener in the error so a user knows which setting to fix.
+pub async fn bind_tcp(name: &str, addr: SocketAddr) -> io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen for {name} on {addr}: {e}")))
+}
+
+/// Spawns the accept loop for `listener` on the context's tracker. At most `max_connections`
+/// connections run at once; more are accepted and closed at once (counted as refused), so a
+/// flood cannot exhaust memory or file descriptors.
+pub fn spawn_tcp<H: ConnectionHandler>(listener: TcpListener, handler: Arc<H>, max_connections: usize, ctx: &FrontEndContext) {
+    let ctx = ctx.clone();
+    let tracker = ctx.tracker.clone();
+    tracker.spawn(accept_loop(listener, handler, max_connections, ctx));
+}
+
+async fn accept_loop<H: ConnectionHandler>(listener: TcpListener, handler: Arc<H>, max_connections: usize, ctx: FrontEndContext) {
+    let protocol = handler.protocol();
+    let permits = Arc::new(Semaphore::new(max_connections.max(1)));
+    let metrics = ctx.router.metrics().clone();
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let accepted = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => {
+                backoff = Duration::from_millis(5);
+                pair
+            }
+            Err(e) => {
+                // Usually out of file descriptors: wait for some to free up instead of spinning.
+                warn!(%protocol, error = %e, "accept failed; retrying in {backoff:?}");
+                tokio::select! {
+                    _ = ctx.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            metrics.protocol(protocol).connections_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            warn!(%protocol, %peer, max_connections, "connection limit reached; closing new connection");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let connection = Connection { stream, peer, shutdown: ctx.shutdown.child_token(), router: ctx.router.clone() };
+        let handler = handler.clone();
+        let metrics = metrics.clone();
+        let span = info_span!("conn", %protocol, %peer);
+        ctx.tracker.spawn(
+            async move {
+                let _permit = permit;
+                let _open = metrics.connection_opened(protocol);
+                debug!("connection opened");
+                let reason = handler.handle(connection).await;
+                metrics.protocol(protocol).closed(reason);
+                match reason {
+                    CloseReason::ClientClosed | CloseReason::Shutdown => debug!(%reason, "connection closed"),
+                    _ => info!(%reason, "connection closed"),
+                }
+            }
+            .instrument(span),
+        );
+    }
+}

@@ -1,0 +1,456 @@
+//! Named queues with competing consumers, acknowledgements and redelivery.
+//!
+//! One mechanism for AMQP queues, STOMP `/queue/…` destinations and MQTT `$share/…` groups:
+//! messages wait in `ready` until a consumer has credit, are then pushed into that consumer's
+//! outbox and remembered as unacknowledged until the consumer acks (forget), nacks (requeue at
+//! the front, marked redelivered, or discard) or goes away (requeue everything it held).
+//! Consumers take turns (round-robin) so a group shares the load.
+//!
+//! Lock order: a queue's lock may be held while pushing into an outbox, never the reverse.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use foldhash::fast::RandomState;
+use tolk_metrics::{DropReason, Metrics};
+
+use crate::message::{Message, QoS, SessionId};
+use crate::outbox::{Delivery, Outbox, PushOutcome};
+
+/// Identifies a consumer within its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConsumerId(u64);
+
+/// How a queue behaves; fixed at declaration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueOptions {
+    /// Most messages waiting (ready, not counting unacknowledged). Publishing beyond it is
+    /// refused and counted as `queue_full`: the publisher is told where its protocol allows.
+    pub max_length: usize,
+    /// Delete the queue when its last consumer leaves (AMQP auto-delete, MQTT `$share` groups).
+    pub auto_delete: bool,
+    /// Survives restarts in protocols that ask for it. Accepted and remembered; tolk keeps
+    /// queues in memory, so this only affects what passive declares report.
+    pub durable: bool,
+    /// Session that owns an exclusive queue (AMQP `exclusive`); others may not consume.
+    pub exclusive_owner: Option<SessionId>,
+}
+
+impl Default for QueueOptions {
+    fn default() -> Self {
+        QueueOptions { max_length: 100_000, auto_delete: false, durable: false, exclusive_owner: None }
+    }
+}
+
+/// What a consumer wants.
+pub struct ConsumerOptions {
+    /// Where its deliveries go.
+    pub outbox: Outbox,
+    /// Most unacknowledged deliveries at once (AMQP prefetch, MQTT receive maximum). Zero is
+    /// taken as the broker's default credit, not as "unlimited", to keep memory bounded.
+    pub credit: usize,
+    /// Highest guarantee the consumer accepts; deliveries get `min(message, this)`.
+    pub max_qos: QoS,
+    /// The consumer's own tag, echoed in each delivery.
+    pub tag: u64,
+}
+
+/// The handle a session uses to settle one queue delivery.
+#[derive(Clone)]
+pub struct QueueAck {
+    queue: Arc<Queue>,
+    id: u64,
+}
+
+impl std::fmt::Debug for QueueAck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "QueueAck({}#{})", self.queue.name, self.id)
+    }
+}
+
+impl QueueAck {
+    /// The message was processed: forget it.
+    pub fn ack(&self) {
+        self.queue.settle(self.id, Settle::Ack);
+    }
+
+    /// The message was refused: put it back (marked redelivered) or discard it.
+    pub fn nack(&self, requeue: bool) {
+        self.queue.settle(self.id, if requeue { Settle::Requeue } else { Settle::Discard });
+    }
+
+    /// The queue the delivery came from.
+    pub fn queue(&self) -> &Arc<Queue> {
+        &self.queue
+    }
+}
+
+enum Settle {
+    Ack,
+    Requeue,
+    Discard,
+}
+
+struct Waiting {
+    message: Arc<Message>,
+    redelivered: bool,
+}
+
+struct Unacked {
+    message: Arc<Message>,
+    consumer: ConsumerId,
+}
+
+struct Consumer {
+    id: ConsumerId,
+    options: ConsumerOptions,
+    in_flight: usize,
+}
+
+#[derive(Default)]
+struct State {
+    ready: VecDeque<Waiting>,
+    unacked: HashMap<u64, Unacked, RandomState>,
+    consumers: Vec<Consumer>,
+    next_consumer: usize,
+    next_delivery: u64,
+    next_consumer_id: u64,
+    deleted: bool,
+}
+
+/// A named queue. Shared as `Arc<Queue>` by the router's bindings and the consumers.
+pub struct Queue {
+    name: Arc<str>,
+    id: SessionId,
+    options: QueueOptions,
+    default_credit: usize,
+    state: Mutex<State>,
+    metrics: Arc<Metrics>,
+}
+
+/// Why a push into a queue failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueuePush {
+    /// Accepted (waiting or already handed to a consumer).
+    Accepted,
+    /// At `max_length`; the message was not taken.
+    Full,
+    /// The queue was deleted.
+    Deleted,
+}
+
+impl Queue {
+    pub(crate) fn new(name: &str, id: SessionId, options: QueueOptions, default_credit: usize, metrics: Arc<Metrics>) -> Self {
+        Queue { name: name.into(), id, options, default_credit: default_credit.max(1), state: Mutex::default(), metrics }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The router id its bindings are registered under.
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// The options it was declared with.
+    pub fn options(&self) -> &QueueOptions {
+        &self.options
+    }
+
+    /// Messages waiting for a consumer (not counting unacknowledged ones).
+    pub fn ready_len(&self) -> usize {
+        self.lock().ready.len()
+    }
+
+    /// Messages delivered and not yet settled.
+    pub fn unacked_len(&self) -> usize {
+        self.lock().unacked.len()
+    }
+
+    /// Number of consumers.
+    pub fn consumer_count(&self) -> usize {
+        self.lock().consumers.len()
+    }
+
+    /// Adds a message. It goes straight to a consumer with credit if there is one.
+    pub fn push(self: &Arc<Self>, message: Arc<Message>) -> QueuePush {
+        let mut state = self.lock();
+        if state.deleted {
+            return QueuePush::Deleted;
+        }
+        if state.ready.len() >= self.options.max_length {
+            return QueuePush::Full;
+        }
+        state.ready.push_back(Waiting { message, redelivered: false });
+        self.dispatch(&mut state);
+        QueuePush::Accepted
+    }
+
+    /// Registers a consumer and hands it whatever is waiting, up to its credit.
+    pub fn add_consumer(self: &Arc<Self>, options: ConsumerOptions) -> ConsumerId {
+        let mut state = self.lock();
+        state.next_consumer_id += 1;
+        let id = ConsumerId(state.next_consumer_id);
+        state.consumers.push(Consumer { id, options, in_flight: 0 });
+        self.dispatch(&mut state);
+        id
+    }
+
+    /// Removes a consumer; everything it had not acknowledged goes back to the front of the
+    /// queue, in order, marked redelivered. Returns how many consumers remain.
+    pub fn remove_consumer(self: &Arc<Self>, id: ConsumerId) -> usize {
+        let mut state = self.lock();
+        state.consumers.retain(|c| c.id != id);
+        self.requeue_consumer(&mut state, id);
+        self.dispatch(&mut state);
+        state.consumers.len()
+    }
+
+    /// Gives a consumer more credit (e.g. AMQP basic.qos changed after consuming).
+    pub fn set_credit(self: &Arc<Self>, id: ConsumerId, credit: usize) {
+        let mut state = self.lock();
+        if let Some(c) = state.consumers.iter_mut().find(|c| c.id == id) {
+            c.options.credit = credit;
+        }
+        self.dispatch(&mut state);
+    }
+
+    /// Takes one waiting message for a synchronous get (AMQP basic.get). With `ack`, it stays
+    /// unacknowledged under the given pseudo-consumer until settled.
+    pub fn get(self: &Arc<Self>, owner: ConsumerId, ack: bool) -> Option<(Arc<Message>, bool, Option<QueueAck>)> {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let waiting = self.pop_live(&mut state, now)?;
+        let settle = ack.then(|| {
+            let id = Self::track(&mut state, &waiting.message, owner);
+            QueueAck { queue: self.clone(), id }
+        });
+        Some((waiting.message, waiting.redelivered, settle))
+    }
+
+    /// A consumer id for pulls ([`Queue::get`]) that is not registered for pushes.
+    pub fn pull_consumer(&self) -> ConsumerId {
+        let mut state = self.lock();
+        state.next_consumer_id += 1;
+        ConsumerId(state.next_consumer_id)
+    }
+
+    /// Puts back everything `owner` holds unacknowledged (AMQP basic.recover, a pull consumer going away).
+    pub fn requeue_all(self: &Arc<Self>, owner: ConsumerId) {
+        let mut state = self.lock();
+        self.requeue_consumer(&mut state, owner);
+        self.dispatch(&mut state);
+    }
+
+    /// Drops every waiting message; returns how many.
+    pub fn purge(&self) -> usize {
+        let mut state = self.lock();
+        let n = state.ready.len();
+        state.ready.clear();
+        n
+    }
+
+    /// Marks the queue deleted: later pushes fail, consumers get nothing more. Returns the
+    /// number of messages discarded.
+    pub(crate) fn mark_deleted(&self) -> usize {
+        let mut state = self.lock();
+        state.deleted = true;
+        let n = state.ready.len() + state.unacked.len();
+        state.ready.clear();
+        state.unacked.clear();
+        state.consumers.clear();
+        n
+    }
+
+    fn settle(self: &Arc<Self>, id: u64, how: Settle) {
+        let mut state = self.lock();
+        let Some(unacked) = state.unacked.remove(&id) else { return };
+        if let Some(c) = state.consumers.iter_mut().find(|c| c.id == unacked.consumer) {
+            c.in_flight = c.in_flight.saturating_sub(1);
+        }
+        if let Settle::Requeue = how {
+            state.ready.push_front(Waiting { message: unacked.message, redelivered: true });
+        }
+        self.dispatch(&mut state);
+    }
+
+    fn requeue_consumer(&self, state: &mut State, id: ConsumerId) {
+        let mut held: Vec<(u64, Arc<Message>)> =
+            state.unacked.extract_if(|_, u| u.consumer == id).map(|(tag, u)| (tag, u.message)).collect();
+        held.sort_unstable_by_key(|(tag, _)| std::cmp::Reverse(*tag));
+        for (_, message) in held {
+            state.ready.push_front(Waiting { message, redelivered: true });
+        }
+    }
+
+    fn track(state: &mut State, message: &Arc<Message>, consumer: ConsumerId) -> u64 {
+        state.next_delivery += 1;
+        let id = state.next_delivery;
+        state.unacked.insert(id, Unacked { message: message.clone(), consumer });
+        id
+    }
+
+    fn pop_live(&self, state: &mut State, now: Instant) -> Option<Waiting> {
+        while let Some(w) = state.ready.pop_front() {
+            if !w.message.is_expired(now) {
+                return Some(w);
+            }
+            self.metrics.protocol(w.message.origin.protocol).dropped(DropReason::Expired, 1);
+        }
+        None
+    }
+
+    /// Hands waiting messages to consumers with credit, taking turns.
+    fn dispatch(self: &Arc<Self>, state: &mut State) {
+        let now = Instant::now();
+        while !state.ready.is_empty() && !state.consumers.is_empty() {
+            let n = state.consumers.len();
+            let Some(index) = (0..n).map(|i| (state.next_consumer + i) % n).find(|&i| {
+                let c = &state.consumers[i];
+                let credit = if c.options.credit == 0 { self.default_credit } else { c.options.credit };
+                c.in_flight < credit
+            }) else {
+                return;
+            };
+            state.next_consumer = (index + 1) % n;
+            let Some(waiting) = self.pop_live(state, now) else { return };
+            let consumer_id = state.consumers[index].id;
+            let id = Self::track(state, &waiting.message, consumer_id);
+            let consumer = &mut state.consumers[index];
+            let delivery = Delivery {
+                qos: waiting.message.qos.min(consumer.options.max_qos),
+                message: waiting.message,
+                retain: false,
+                tag: consumer.options.tag,
+                subscription_id: None,
+                enqueued_at: now,
+                ack: Some(QueueAck { queue: self.clone(), id }),
+                redelivered: waiting.redelivered,
+            };
+            match consumer.options.outbox.push_credited(delivery) {
+                PushOutcome::Queued => consumer.in_flight += 1,
+                _ => {
+                    // The consumer's session is gone without removing itself: take it out and
+                    // give its messages (this one included) to the others.
+                    state.consumers.remove(index);
+                    self.requeue_consumer(state, consumer_id);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Origin;
+    use crate::outbox::{OutboxReceiver, outbox};
+    use tolk_metrics::Protocol;
+
+    fn queue() -> Arc<Queue> {
+        Arc::new(Queue::new("q", SessionId(100), QueueOptions::default(), 8, Arc::new(Metrics::new())))
+    }
+
+    fn msg(n: u8) -> Arc<Message> {
+        let origin = Origin { protocol: Protocol::Amqp, session: SessionId(1), client_id: "p".into() };
+        let mut m = Message::new("t", vec![n], origin);
+        m.qos = QoS::AtLeastOnce;
+        Arc::new(m)
+    }
+
+    fn consumer(q: &Arc<Queue>, credit: usize) -> (ConsumerId, OutboxReceiver) {
+        let (tx, rx) = outbox(SessionId(7), Protocol::Amqp, 4);
+        let id = q.add_consumer(ConsumerOptions { outbox: tx, credit, max_qos: QoS::ExactlyOnce, tag: 0 });
+        (id, rx)
+    }
+
+    fn take(rx: &OutboxReceiver) -> Vec<Delivery> {
+        let mut v = Vec::new();
+        rx.try_drain(&mut v, 100).unwrap();
+        v
+    }
+
+    #[test]
+    fn consumers_take_turns_within_credit() {
+        let q = queue();
+        let (_a, rx_a) = consumer(&q, 2);
+        let (_b, rx_b) = consumer(&q, 2);
+        for n in 0..5 {
+            q.push(msg(n));
+        }
+        let a: Vec<u8> = take(&rx_a).iter().map(|d| d.message.payload[0]).collect();
+        let b: Vec<u8> = take(&rx_b).iter().map(|d| d.message.payload[0]).collect();
+        assert_eq!((a, b), (vec![0, 2], vec![1, 3]));
+        assert_eq!(q.ready_len(), 1, "fifth waits for credit");
+    }
+
+    #[test]
+    fn ack_frees_credit_and_nack_requeues_marked_redelivered() {
+        let q = queue();
+        let (_a, rx) = consumer(&q, 1);
+        q.push(msg(1));
+        q.push(msg(2));
+        let first = take(&rx).pop().unwrap();
+        assert!(!first.redelivered);
+        first.ack.as_ref().unwrap().nack(true);
+        let again = take(&rx).pop().unwrap();
+        assert_eq!((again.message.payload[0], again.redelivered), (1, true));
+        again.ack.as_ref().unwrap().ack();
+        again.ack.as_ref().unwrap().ack(); // settling twice is harmless
+        let second = take(&rx).pop().unwrap();
+        assert_eq!(second.message.payload[0], 2);
+        assert_eq!(q.unacked_len(), 1);
+    }
+
+    #[test]
+    fn removed_consumer_hands_its_unacked_messages_to_the_others_in_order() {
+        let q = queue();
+        let (a, rx_a) = consumer(&q, 8);
+        for n in 0..3 {
+            q.push(msg(n));
+        }
+        assert_eq!(take(&rx_a).len(), 3);
+        let (_b, rx_b) = consumer(&q, 8);
+        assert_eq!(q.remove_consumer(a), 1);
+        let got: Vec<(u8, bool)> = take(&rx_b).iter().map(|d| (d.message.payload[0], d.redelivered)).collect();
+        assert_eq!(got, [(0, true), (1, true), (2, true)]);
+    }
+
+    #[test]
+    fn dead_consumer_is_skipped_and_message_goes_to_a_live_one() {
+        let q = queue();
+        let (_a, rx_a) = consumer(&q, 8);
+        let (_b, rx_b) = consumer(&q, 8);
+        drop(rx_a);
+        q.push(msg(1));
+        assert_eq!(take(&rx_b).len(), 1);
+        assert_eq!(q.consumer_count(), 1);
+    }
+
+    #[test]
+    fn full_queue_refuses_and_get_pulls() {
+        let q = Arc::new(Queue::new(
+            "q",
+            SessionId(1),
+            QueueOptions { max_length: 1, ..Default::default() },
+            8,
+            Arc::new(Metrics::new()),
+        ));
+        assert_eq!(q.push(msg(1)), QueuePush::Accepted);
+        assert_eq!(q.push(msg(2)), QueuePush::Full);
+        let puller = q.pull_consumer();
+        let (m, redelivered, ack) = q.get(puller, true).unwrap();
+        assert_eq!((m.payload[0], redelivered), (1, false));
+        assert!(q.get(puller, true).is_none());
+        q.requeue_all(puller);
+        assert_eq!(q.ready_len(), 1);
+        drop(ack);
+    }
+}

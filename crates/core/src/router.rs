@@ -1,0 +1,472 @@
+//! The router: the single source of truth for subscriptions, and the hot path of every message.
+//!
+//! Publishing is one read-lock on the trie, one walk, and one bounded push per matching
+//! subscription (an `Arc` clone, no payload copy). Subscribing takes the write lock briefly.
+//! No lock here is ever held across an await.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+use foldhash::fast::RandomState;
+use serde::{Deserialize, Serialize};
+use tolk_metrics::{DropReason, Metrics, Protocol};
+
+use crate::message::{Message, QoS, SessionId};
+use crate::outbox::{Delivery, Outbox, OutboxReceiver, PushOutcome, outbox};
+use crate::queue::{Queue, QueueOptions, QueuePush};
+use crate::retained::{RetainOutcome, RetainedStore};
+use crate::topic::{self, TopicError};
+use crate::trie::Trie;
+
+/// Sizes of the router's bounded structures. Part of the broker's `[core]` configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouterConfig {
+    /// Deliveries waiting per session before at-most-once messages are dropped and a connected
+    /// session that still receives at-least-once messages is closed as a slow consumer. Also the
+    /// offline queue length of a persistent session.
+    pub outbox_capacity: usize,
+    /// Most messages waiting in a named queue (AMQP queue, STOMP `/queue/`, MQTT `$share` group).
+    pub queue_max_length: usize,
+    /// Unacknowledged deliveries per queue consumer when its protocol asks for "unlimited"
+    /// (AMQP prefetch 0, STOMP auto ack).
+    pub consumer_credit: usize,
+    /// Most topics with a retained message; new retained topics beyond it are not stored.
+    pub retained_max_topics: usize,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        RouterConfig { outbox_capacity: 1024, queue_max_length: 100_000, consumer_credit: 256, retained_max_topics: 100_000 }
+    }
+}
+
+/// Per-subscription choices (MQTT 5 subscription options; other protocols use the defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubscriptionOptions {
+    /// Highest guarantee the subscriber accepts.
+    pub max_qos: QoS,
+    /// Do not deliver messages published by the same session (MQTT 5 no-local).
+    pub no_local: bool,
+    /// Keep the publisher's retain flag on live deliveries (MQTT 5 retain-as-published).
+    pub retain_as_published: bool,
+    /// MQTT 5 subscription identifier, echoed in deliveries.
+    pub subscription_id: Option<u32>,
+}
+
+impl Default for SubscriptionOptions {
+    fn default() -> Self {
+        SubscriptionOptions { max_qos: QoS::ExactlyOnce, no_local: false, retain_as_published: false, subscription_id: None }
+    }
+}
+
+/// Where a subscription's matches go.
+#[derive(Clone)]
+pub enum Target {
+    /// Straight into one session's outbox.
+    Outbox(Outbox),
+    /// Into a named queue, which hands each message to one of its consumers.
+    Queue(Arc<Queue>),
+}
+
+/// A subscription as stored in the trie. Identity is `(owner, filter, tag)`: subscribing again
+/// with the same identity replaces the options (MQTT-3.8.4-3).
+#[derive(Clone)]
+pub struct Subscription {
+    /// The session (or queue) that owns it.
+    pub owner: SessionId,
+    /// A number the front end chooses to tell its subscriptions apart (STOMP subscription ids;
+    /// 0 where the filter alone identifies it). Echoed in every delivery.
+    pub tag: u64,
+    /// Options.
+    pub options: SubscriptionOptions,
+    /// Destination of matches.
+    pub target: Target,
+}
+
+/// What one publish did. Front ends use it to answer the publisher (MQTT 5 "no matching
+/// subscribers", AMQP mandatory returns and confirm nacks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PublishOutcome {
+    /// Subscriptions that matched (after no-local).
+    pub matched: usize,
+    /// Deliveries queued.
+    pub delivered: usize,
+    /// Deliveries dropped because a subscriber could not take them (counted in metrics).
+    pub dropped: usize,
+    /// Named queues that refused the message because they were full.
+    pub refused: usize,
+}
+
+/// Errors from queue declarations.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueueError {
+    /// Re-declared with different options (AMQP 406 precondition-failed).
+    #[error("queue '{0}' exists with different options")]
+    OptionsDiffer(String),
+    /// An exclusive queue belongs to another session (AMQP 405 resource-locked).
+    #[error("queue '{0}' is exclusive to another connection")]
+    Locked(String),
+}
+
+#[derive(Default)]
+struct Subscriptions {
+    trie: Trie<Subscription>,
+    /// Filters per owner, so that a session's subscriptions can all be removed when it ends.
+    by_owner: HashMap<SessionId, Vec<(String, u64)>, RandomState>,
+}
+
+struct Inner {
+    subscriptions: RwLock<Subscriptions>,
+    queues: Mutex<HashMap<String, Arc<Queue>, RandomState>>,
+    retained: RetainedStore,
+    next_id: AtomicU64,
+    metrics: Arc<Metrics>,
+    config: RouterConfig,
+}
+
+/// Handle to the router; cheap to clone, shared by every front end.
+#[derive(Clone)]
+pub struct Router(Arc<Inner>);
+
+impl Router {
+    /// A router with the given limits, recording into `metrics`.
+    pub fn new(config: RouterConfig, metrics: Arc<Metrics>) -> Router {
+        Router(Arc::new(Inner {
+            subscriptions: RwLock::default(),
+            queues: Mutex::default(),
+            retained: RetainedStore::new(config.retained_max_topics),
+            next_id: AtomicU64::new(1),
+            metrics,
+            config,
+        }))
+    }
+
+    /// The broker's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.0.metrics
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &RouterConfig {
+        &self.0.config
+    }
+
+    /// A fresh id for a session or queue.
+    pub fn next_session_id(&self) -> SessionId {
+        SessionId(self.0.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Subscriptions> {
+        self.0.subscriptions.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Subscriptions> {
+        self.0.subscriptions.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn queues(&self) -> MutexGuard<'_, HashMap<String, Arc<Queue>, RandomState>> {
+        self.0.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts a session for a protocol front end: an id, an outbox, and automatic clean-up of
+    /// its subscriptions and queue consumers when the [`Session`] is dropped.
+    pub fn open_session(&self, protocol: Protocol) -> Session {
+        let id = self.next_session_id();
+        let (_, receiver) = outbox(id, protocol, self.0.config.outbox_capacity);
+        Session { id, protocol, router: self.clone(), receiver, consumers: Vec::new() }
+    }
+
+    /// Adds or replaces a subscription. Returns `true` when it replaced an existing one.
+    pub fn subscribe(&self, filter: &str, subscription: Subscription) -> Result<bool, TopicError> {
+        topic::validate_filter(filter)?;
+        let (owner, tag) = (subscription.owner, subscription.tag);
+        let mut subs = self.write();
+        let replaced = subs.trie.upsert(filter, subscription, |s| s.owner == owner && s.tag == tag).is_some();
+        if !replaced {
+            subs.by_owner.entry(owner).or_default().push((filter.to_owned(), tag));
+        }
+        Ok(replaced)
+    }
+
+    /// Removes one subscription. Returns whether it existed.
+    pub fn unsubscribe(&self, owner: SessionId, filter: &str, tag: u64) -> bool {
+        let mut subs = self.write();
+        let removed = subs.trie.remove(filter, |s| s.owner == owner && s.tag == tag) > 0;
+        if removed && let Some(list) = subs.by_owner.get_mut(&owner) {
+            list.retain(|(f, t)| !(f == filter && *t == tag));
+            if list.is_empty() {
+                subs.by_owner.remove(&owner);
+            }
+        }
+        removed
+    }
+
+    /// Removes every subscription of `owner`. Returns how many.
+    pub fn unsubscribe_all(&self, owner: SessionId) -> usize {
+        let mut subs = self.write();
+        let Some(list) = subs.by_owner.remove(&owner) else { return 0 };
+        list.iter().map(|(filter, tag)| subs.trie.remove(filter, |s| s.owner == owner && s.tag == *tag)).sum()
+    }
+
+    /// Number of subscriptions in the trie (queue bindings included).
+    pub fn subscription_count(&self) -> usize {
+        self.read().trie.len()
+    }
+
+    /// Routes a message to every matching subscription, storing it first if it is retained.
+    /// The topic must be a valid name (front ends check with [`topic::validate_name`]).
+    pub fn publish(&self, message: Arc<Message>) -> PublishOutcome {
+        let metrics = &self.0.metrics;
+        if message.retain && self.0.retained.store(&message) == RetainOutcome::Full {
+            metrics.protocol(message.origin.protocol).dropped(DropReason::QueueFull, 1);
+        }
+        let mut outcome = PublishOutcome::default();
+        let now = Instant::now();
+        let subs = self.read();
+        subs.trie.for_each_match(&message.topic, |s| {
+            if s.options.no_local && s.owner == message.origin.session {
+                return;
+            }
+            outcome.matched += 1;
+            match &s.target {
+                Target::Outbox(outbox) => {
+                    let delivery = Delivery {
+                        message: message.clone(),
+                        qos: message.qos.min(s.options.max_qos),
+                        retain: message.retain && s.options.retain_as_published,
+                        tag: s.tag,
+                        subscription_id: s.options.subscription_id,
+                        enqueued_at: now,
+                        ack: None,
+                        redelivered: false,
+                    };
+                    match outbox.push(delivery) {
+                        PushOutcome::Queued => outcome.delivered += 1,
+                        PushOutcome::Dropped | PushOutcome::Overflowed => {
+                            outcome.dropped += 1;
+                            metrics.protocol(outbox.protocol()).dropped(DropReason::OutboxFull, 1);
+                        }
+                        PushOutcome::Closed => {}
+                    }
+                }
+                Target::Queue(queue) => match queue.push(message.clone()) {
+                    QueuePush::Accepted => outcome.delivered += 1,
+                    QueuePush::Full => {
+                        outcome.refused += 1;
+                        metrics.protocol(message.origin.protocol).dropped(DropReason::QueueFull, 1);
+                    }
+                    QueuePush::Deleted => {}
+                },
+            }
+        });
+        outcome
+    }
+
+    /// Retained messages matching a filter, for a new subscription.
+    pub fn retained(&self, filter: &str) -> Vec<Arc<Message>> {
+        self.0.retained.matching(filter)
+    }
+
+    /// Number of topics with a retained message.
+    pub fn retained_count(&self) -> usize {
+        self.0.retained.len()
+    }
+
+    /// Declares a queue, or returns the existing one (`false` = not newly created) when the
+    /// options agree. `options.max_length` of 0 means the configured default.
+    pub fn declare_queue(&self, name: &str, mut options: QueueOptions) -> Result<(Arc<Queue>, bool), QueueError> {
+        if options.max_length == 0 {
+            options.max_length = self.0.config.queue_max_length;
+        }
+        let mut queues = self.queues();
+        if let Some(existing) = queues.get(name) {
+            let theirs = existing.options();
+            if theirs.exclusive_owner.is_some() && theirs.exclusive_owner != options.exclusive_owner {
+                return Err(QueueError::Locked(name.to_owned()));
+            }
+            if (theirs.durable, theirs.auto_delete, theirs.exclusive_owner.is_some())
+                != (options.durable, options.auto_delete, options.exclusive_owner.is_some())
+            {
+                return Err(QueueError::OptionsDiffer(name.to_owned()));
+            }
+            return Ok((existing.clone(), false));
+        }
+        let id = self.next_session_id();
+        let queue = Arc::new(Queue::new(name, id, options, self.0.config.consumer_credit, self.0.metrics.clone()));
+        queues.insert(name.to_owned(), queue.clone());
+        Ok((queue, true))
+    }
+
+    /// The queue called `name`, if declared.
+    pub fn queue(&self, name: &str) -> Option<Arc<Queue>> {
+        self.queues().get(name).cloned()
+    }
+
+    /// Names of every declared queue.
+    pub fn queue_names(&self) -> Vec<String> {
+        self.queues().keys().cloned().collect()
+    }
+
+    /// Deletes a queue and its bindings. Returns the number of messages discarded, or `None`
+    /// when no such queue exists.
+    pub fn delete_queue(&self, name: &str) -> Option<usize> {
+        let queue = self.queues().remove(name)?;
+        self.unsubscribe_all(queue.id());
+        Some(queue.mark_deleted())
+    }
+
+    /// Deletes `queue` if it is auto-delete and nobody consumes from it any more.
+    fn delete_if_abandoned(&self, queue: &Arc<Queue>) {
+        if !queue.options().auto_delete {
+            return;
+        }
+        let mut queues = self.queues();
+        let still_ours = queues.get(queue.name()).is_some_and(|q| Arc::ptr_eq(q, queue));
+        if still_ours && queue.consumer_count() == 0 {
+            queues.remove(queue.name());
+            drop(queues);
+            self.unsubscribe_all(queue.id());
+            queue.mark_deleted();
+        }
+    }
+
+    /// Routes messages matching `filter` into `queue` (AMQP binding to `amq.topic`, `$share`).
+    pub fn bind_queue(&self, queue: &Arc<Queue>, filter: &str, tag: u64) -> Result<bool, TopicError> {
+        let subscription = Subscription { owner: queue.id(), tag, options: SubscriptionOptions::default(), target: Target::Queue(queue.clone()) };
+        self.subscribe(filter, subscription)
+    }
+
+    /// Removes a binding made with [`Router::bind_queue`].
+    pub fn unbind_queue(&self, queue: &Arc<Queue>, filter: &str, tag: u64) -> bool {
+        self.unsubscribe(queue.id(), filter, tag)
+    }
+
+    /// Deletes every exclusive queue owned by `owner` (its connection ended).
+    fn delete_exclusive_queues(&self, owner: SessionId) {
+        let names: Vec<String> = self
+            .queues()
+            .iter()
+            .filter(|(_, q)| q.options().exclusive_owner == Some(owner))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in names {
+            self.delete_queue(&name);
+        }
+    }
+}
+
+/// One protocol session's view of the router. Dropping it removes its subscriptions, returns
+/// its unacknowledged queue messages, deletes its exclusive queues and abandoned auto-delete
+/// queues: a front end cannot leak subscriptions by forgetting a clean-up path.
+pub struct Session {
+    id: SessionId,
+    protocol: Protocol,
+    router: Router,
+    receiver: OutboxReceiver,
+    consumers: Vec<(Arc<Queue>, crate::queue::ConsumerId, u64)>,
+}
+
+impl Session {
+    /// The session's id (used as the owner of its subscriptions and for no-local).
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// The router it belongs to.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// Where deliveries arrive.
+    pub fn receiver(&self) -> &OutboxReceiver {
+        &self.receiver
+    }
+
+    /// Subscribes this session's outbox to `filter`.
+    pub fn subscribe(&self, filter: &str, tag: u64, options: SubscriptionOptions) -> Result<bool, TopicError> {
+        let subscription = Subscription { owner: self.id, tag, options, target: Target::Outbox(self.receiver.outbox()) };
+        self.router.subscribe(filter, subscription)
+    }
+
+    /// Removes one of this session's subscriptions.
+    pub fn unsubscribe(&self, filter: &str, tag: u64) -> bool {
+        self.router.unsubscribe(self.id, filter, tag)
+    }
+
+    /// Becomes a consumer of `queue`; deliveries carry `tag` and a [`crate::QueueAck`].
+    pub fn consume(&mut self, queue: &Arc<Queue>, credit: usize, max_qos: QoS, tag: u64) -> Result<(), QueueError> {
+        if queue.options().exclusive_owner.is_some_and(|owner| owner != self.id) {
+            return Err(QueueError::Locked(queue.name().to_owned()));
+        }
+        let options = crate::queue::ConsumerOptions { outbox: self.receiver.outbox(), credit, max_qos, tag };
+        let id = queue.add_consumer(options);
+        self.consumers.push((queue.clone(), id, tag));
+        Ok(())
+    }
+
+    /// Stops consuming under `tag`; its unacknowledged messages go back to the queue. Returns
+    /// whether such a consumer existed.
+    pub fn cancel(&mut self, tag: u64) -> bool {
+        let Some(index) = self.consumers.iter().position(|(_, _, t)| *t == tag) else { return false };
+        let (queue, id, _) = self.consumers.swap_remove(index);
+        queue.remove_consumer(id);
+        self.router.delete_if_abandoned(&queue);
+        true
+    }
+
+    /// Changes the credit of the consumer under `tag`.
+    pub fn set_credit(&self, tag: u64, credit: usize) {
+        for (queue, id, _) in self.consumers.iter().filter(|(_, _, t)| *t == tag) {
+            queue.set_credit(*id, credit);
+        }
+    }
+
+    /// Joins the MQTT-style shared subscription `group` on `filter` (`$share/group/filter`):
+    /// the group is a queue named after it, bound to the filter, and each member a consumer.
+    pub fn join_shared(&mut self, group: &str, filter: &str, credit: usize, max_qos: QoS, tag: u64) -> Result<(), SharedError> {
+        topic::validate_filter(filter)?;
+        let name = format!("$share/{group}/{filter}");
+        let options = QueueOptions { auto_delete: true, ..QueueOptions::default() };
+        let (queue, created) = self.router.declare_queue(&name, options)?;
+        if created {
+            self.router.bind_queue(&queue, filter, 0)?;
+        }
+        self.consume(&queue, credit, max_qos, tag)?;
+        Ok(())
+    }
+
+    /// Publishes through the router.
+    pub fn publish(&self, message: Arc<Message>) -> PublishOutcome {
+        self.router.publish(message)
+    }
+
+    /// The protocol this session speaks.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+}
+
+/// Why joining a shared subscription failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SharedError {
+    /// The filter is invalid.
+    #[error(transparent)]
+    Topic(#[from] TopicError),
+    /// The group's queue could not be used.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.router.unsubscribe_all(self.id);
+        for (queue, id, _) in std::mem::take(&mut self.consumers) {
+            queue.remove_consumer(id);
+            self.router.delete_if_abandoned(&queue);
+        }
+        self.router.delete_exclusive_queues(self.id);
+    }
+}

@@ -1,0 +1,146 @@
+//! Router behaviour as front ends see it: sessions subscribe, publish and drain outboxes.
+
+use std::sync::Arc;
+
+use tolk_core::{
+    Delivery, Message, Metrics, Origin, Protocol, QoS, QueueOptions, Router, RouterConfig, Session, SubscriptionOptions,
+};
+
+fn router() -> Router {
+    Router::new(RouterConfig { outbox_capacity: 4, ..RouterConfig::default() }, Arc::new(Metrics::new()))
+}
+
+fn message(session: &Session, topic: &str, payload: &str, qos: QoS) -> Arc<Message> {
+    let origin = Origin { protocol: session.protocol(), session: session.id(), client_id: "pub".into() };
+    let mut m = Message::new(topic, payload.to_owned(), origin);
+    m.qos = qos;
+    Arc::new(m)
+}
+
+fn drain(session: &Session) -> Vec<Delivery> {
+    let mut out = Vec::new();
+    session.receiver().try_drain(&mut out, usize::MAX).unwrap();
+    out
+}
+
+fn payloads(session: &Session) -> Vec<String> {
+    drain(session).iter().map(|d| String::from_utf8(d.message.payload.to_vec()).unwrap()).collect()
+}
+
+#[test]
+fn fan_out_shares_one_message_and_applies_min_qos() {
+    let r = router();
+    let publisher = r.open_session(Protocol::Mqtt);
+    let a = r.open_session(Protocol::Stomp);
+    let b = r.open_session(Protocol::Amqp);
+    a.subscribe("s/+/t", 0, SubscriptionOptions { max_qos: QoS::AtMostOnce, ..Default::default() }).unwrap();
+    b.subscribe("s/#", 0, SubscriptionOptions::default()).unwrap();
+    let outcome = publisher.publish(message(&publisher, "s/1/t", "x", QoS::AtLeastOnce));
+    assert_eq!((outcome.matched, outcome.delivered), (2, 2));
+    let (da, db) = (drain(&a).pop().unwrap(), drain(&b).pop().unwrap());
+    assert!(Arc::ptr_eq(&da.message, &db.message), "fan-out must not copy the message");
+    assert_eq!((da.qos, db.qos), (QoS::AtMostOnce, QoS::AtLeastOnce));
+}
+
+#[test]
+fn no_local_skips_own_messages_and_tags_come_back() {
+    let r = router();
+    let s = r.open_session(Protocol::Mqtt);
+    s.subscribe("t", 7, SubscriptionOptions { no_local: true, ..Default::default() }).unwrap();
+    s.subscribe("#", 8, SubscriptionOptions { subscription_id: Some(42), ..Default::default() }).unwrap();
+    s.publish(message(&s, "t", "own", QoS::AtMostOnce));
+    let got = drain(&s);
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].tag, got[0].subscription_id), (8, Some(42)));
+}
+
+#[test]
+fn resubscribing_replaces_and_dropping_a_session_removes_its_subscriptions() {
+    let r = router();
+    let s = r.open_session(Protocol::Mqtt);
+    assert!(!s.subscribe("a", 0, SubscriptionOptions::default()).unwrap());
+    assert!(s.subscribe("a", 0, SubscriptionOptions { max_qos: QoS::AtMostOnce, ..Default::default() }).unwrap());
+    s.subscribe("b/#", 0, SubscriptionOptions::default()).unwrap();
+    assert_eq!(r.subscription_count(), 2);
+    drop(s);
+    assert_eq!(r.subscription_count(), 0);
+}
+
+#[test]
+fn retained_messages_are_stored_replaced_and_cleared() {
+    let r = router();
+    let p = r.open_session(Protocol::Mqtt);
+    let retained = |topic, payload: &str| {
+        let mut m = (*message(&p, topic, payload, QoS::AtMostOnce)).clone();
+        m.retain = true;
+        p.publish(Arc::new(m));
+    };
+    retained("home/a", "1");
+    retained("home/a", "2");
+    retained("home/b", "3");
+    retained("$SYS/x", "4");
+    let mut got: Vec<_> = r.retained("home/+").iter().map(|m| m.payload.clone()).collect();
+    got.sort();
+    assert_eq!(got, ["2", "3"]);
+    assert!(r.retained("#").iter().all(|m| m.topic != "$SYS/x"));
+    retained("home/a", "");
+    assert_eq!(r.retained("home/a").len(), 0);
+    assert_eq!(r.retained_count(), 2);
+}
+
+#[test]
+fn slow_subscriber_drops_at_most_once_and_overflows_at_least_once() {
+    let r = router();
+    let p = r.open_session(Protocol::Mqtt);
+    let slow = r.open_session(Protocol::Mqtt);
+    slow.subscribe("t", 0, SubscriptionOptions::default()).unwrap();
+    for _ in 0..4 {
+        p.publish(message(&p, "t", "x", QoS::AtMostOnce));
+    }
+    assert_eq!(p.publish(message(&p, "t", "x", QoS::AtMostOnce)).dropped, 1);
+    assert_eq!(r.metrics().protocol(Protocol::Mqtt).dropped_count(tolk_core::DropReason::OutboxFull), 1);
+    p.publish(message(&p, "t", "x", QoS::AtLeastOnce));
+    assert!(slow.receiver().try_drain(&mut Vec::new(), 10).is_err(), "marked as slow consumer");
+}
+
+#[test]
+fn shared_subscription_balances_and_hands_over_on_leave() {
+    let r = router();
+    let p = r.open_session(Protocol::Mqtt);
+    let mut a = r.open_session(Protocol::Mqtt);
+    let mut b = r.open_session(Protocol::Stomp);
+    a.join_shared("g", "jobs/#", 10, QoS::AtLeastOnce, 1).unwrap();
+    b.join_shared("g", "jobs/#", 10, QoS::AtLeastOnce, 1).unwrap();
+    for n in 0..4 {
+        p.publish(message(&p, "jobs/x", &n.to_string(), QoS::AtLeastOnce));
+    }
+    let a_got = drain(&a);
+    assert_eq!(a_got.iter().map(|d| d.message.payload.clone()).collect::<Vec<_>>(), ["0", "2"]);
+    assert_eq!(payloads(&b), ["1", "3"]);
+    // a leaves without acknowledging: its two messages go to b, marked redelivered.
+    drop(a_got);
+    drop(a);
+    let again = drain(&b);
+    assert_eq!(again.len(), 2);
+    assert!(again.iter().all(|d| d.redelivered));
+    assert!(b.cancel(1));
+    assert!(r.queue("$share/g/jobs/#").is_none(), "group queue goes with its last member");
+    assert_eq!(r.subscription_count(), 0);
+}
+
+#[test]
+fn queues_refuse_when_full_and_exclusive_queues_die_with_their_owner() {
+    let r = router();
+    let owner = r.open_session(Protocol::Amqp);
+    let p = r.open_session(Protocol::Mqtt);
+    let options = QueueOptions { max_length: 1, exclusive_owner: Some(owner.id()), ..Default::default() };
+    let (q, created) = r.declare_queue("q1", options.clone()).unwrap();
+    assert!(created);
+    assert!(r.declare_queue("q1", QueueOptions { exclusive_owner: Some(p.id()), ..options.clone() }).is_err());
+    r.bind_queue(&q, "a/+", 0).unwrap();
+    assert_eq!(p.publish(message(&p, "a/b", "1", QoS::AtLeastOnce)).delivered, 1);
+    assert_eq!(p.publish(message(&p, "a/b", "2", QoS::AtLeastOnce)).refused, 1);
+    drop(owner);
+    assert!(r.queue("q1").is_none());
+    assert_eq!(r.subscription_count(), 0);
+}

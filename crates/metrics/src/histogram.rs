@@ -1,0 +1,206 @@
+//! A fixed-size, lock-free latency histogram with log-linear buckets.
+//!
+//! Why not `metrics-exporter-prometheus` or `prometheus-client`: the first buffers every raw
+//! sample in a growing atomic bucket until the next scrape or upkeep (allocation on the hot path,
+//! memory proportional to traffic between scrapes), the second takes a lock per observation.
+//! Neither gives percentiles and Prometheus buckets from the same data. This histogram is 544
+//! `AtomicU64` counters (4.3 KiB): 16 linear sub-buckets per power of two of nanoseconds, so any
+//! value is known to within 6.25 %, from 1 ns up to 2^37 ns (about 137 s; larger values clamp).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// log2 of the number of linear sub-buckets per power of two.
+const SUB_BITS: u32 = 4;
+const SUB_COUNT: u64 = 1 << SUB_BITS;
+/// Largest power-of-two exponent tracked; larger values land in the last bucket.
+const MAX_EXPONENT: u32 = 36;
+/// Number of buckets: values below `SUB_COUNT` get one each, then `SUB_COUNT` per exponent.
+pub(crate) const BUCKETS: usize = ((MAX_EXPONENT - SUB_BITS + 2) as usize) * SUB_COUNT as usize;
+
+/// Bucket index of a value in nanoseconds.
+#[inline]
+pub(crate) fn bucket_index(nanos: u64) -> usize {
+    if nanos < SUB_COUNT {
+        return nanos as usize;
+    }
+    let exponent = (63 - nanos.leading_zeros()).min(MAX_EXPONENT);
+    if exponent == MAX_EXPONENT && nanos >> MAX_EXPONENT > 1 {
+        return BUCKETS - 1;
+    }
+    let sub = (nanos >> (exponent - SUB_BITS)) & (SUB_COUNT - 1);
+    ((exponent - SUB_BITS + 1) as u64 * SUB_COUNT + sub) as usize
+}
+
+/// Smallest value (nanoseconds) that falls in bucket `index`.
+pub(crate) fn bucket_lower_bound(index: usize) -> u64 {
+    let index = index as u64;
+    if index < SUB_COUNT {
+        return index;
+    }
+    let exponent = index / SUB_COUNT + SUB_BITS as u64 - 1;
+    let sub = index % SUB_COUNT;
+    (SUB_COUNT + sub) << (exponent - SUB_BITS as u64)
+}
+
+/// First bucket index whose values are all >= `2^exponent` ns; used to emit exact Prometheus `le`s.
+pub(crate) fn first_bucket_of_power(exponent: u32) -> usize {
+    bucket_index(1u64 << exponent)
+}
+
+/// A latency histogram that many threads record into at once.
+pub struct LatencyHistogram {
+    buckets: Box<[AtomicU64]>,
+    sum_nanos: AtomicU64,
+    max_nanos: AtomicU64,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHistogram {
+    /// An empty histogram.
+    pub fn new() -> Self {
+        Self {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            sum_nanos: AtomicU64::new(0),
+            max_nanos: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one sample. Two relaxed atomic adds, plus a compare-exchange when a new maximum.
+    #[inline]
+    pub fn record(&self, latency: Duration) {
+        self.record_nanos(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Records one sample given in nanoseconds.
+    #[inline]
+    pub fn record_nanos(&self, nanos: u64) {
+        self.buckets[bucket_index(nanos)].fetch_add(1, Relaxed);
+        self.sum_nanos.fetch_add(nanos, Relaxed);
+        if nanos > self.max_nanos.load(Relaxed) {
+            self.max_nanos.fetch_max(nanos, Relaxed);
+        }
+    }
+
+    /// A point-in-time copy for rendering. Concurrent records may or may not be included.
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        HistogramSnapshot {
+            count: counts.iter().sum(),
+            counts,
+            sum_nanos: self.sum_nanos.load(Relaxed),
+            max_nanos: self.max_nanos.load(Relaxed),
+        }
+    }
+}
+
+/// A copy of a histogram's counters, for percentiles and exposition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistogramSnapshot {
+    counts: Vec<u64>,
+    /// Number of samples.
+    pub count: u64,
+    /// Sum of all samples, nanoseconds (wraps after ~584 years of accumulated latency).
+    pub sum_nanos: u64,
+    /// Largest sample, nanoseconds (exact, not bucketed).
+    pub max_nanos: u64,
+}
+
+impl HistogramSnapshot {
+    /// The value at quantile `q` (0.0–1.0) in nanoseconds: the midpoint of the bucket holding
+    /// the q-th sample, capped at the exact maximum. `None` when empty.
+    pub fn quantile_nanos(&self, q: f64) -> Option<u64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (index, &count) in self.counts.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                let low = bucket_lower_bound(index);
+                let high = if index + 1 < BUCKETS {
+                    bucket_lower_bound(index + 1)
+                } else {
+                    low
+                };
+                return Some((low + (high - low) / 2).min(self.max_nanos));
+            }
+        }
+        Some(self.max_nanos)
+    }
+
+    /// Number of samples strictly below `2^exponent` nanoseconds.
+    pub(crate) fn count_below_power(&self, exponent: u32) -> u64 {
+        self.counts[..first_bucket_of_power(exponent)].iter().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_lands_in_a_bucket_whose_bounds_contain_it() {
+        let mut values: Vec<u64> = (0..4096).collect();
+        values.extend((0..62).map(|s| 1u64 << s));
+        values.extend((1..62).map(|s| (1u64 << s) - 1));
+        values.extend((1..62).map(|s| (1u64 << s) + 1));
+        for v in values {
+            let i = bucket_index(v);
+            assert!(i < BUCKETS, "{v} -> {i}");
+            if v < 1 << (MAX_EXPONENT + 1) {
+                assert!(bucket_lower_bound(i) <= v, "{v} below bucket {i}");
+                if i + 1 < BUCKETS {
+                    assert!(v < bucket_lower_bound(i + 1), "{v} above bucket {i}");
+                }
+            } else {
+                assert_eq!(i, BUCKETS - 1);
+            }
+        }
+    }
+
+    #[test]
+    fn bucket_width_is_within_one_sixteenth() {
+        for i in SUB_COUNT as usize..BUCKETS - 1 {
+            let (low, high) = (bucket_lower_bound(i), bucket_lower_bound(i + 1));
+            assert!((high - low) * 16 <= low, "bucket {i}: {low}..{high}");
+        }
+    }
+
+    #[test]
+    fn quantiles_are_close_to_exact() {
+        let h = LatencyHistogram::new();
+        for micros in 1..=10_000u64 {
+            h.record(Duration::from_micros(micros));
+        }
+        let s = h.snapshot();
+        assert_eq!(s.count, 10_000);
+        for (q, exact) in [(0.5, 5_000_000f64), (0.9, 9_000_000.), (0.99, 9_900_000.)] {
+            let got = s.quantile_nanos(q).unwrap() as f64;
+            assert!((got - exact).abs() / exact < 0.0625, "q{q}: {got} vs {exact}");
+        }
+        assert_eq!(s.quantile_nanos(1.0), Some(10_000_000));
+        assert_eq!(s.max_nanos, 10_000_000);
+    }
+
+    #[test]
+    fn empty_histogram_has_no_quantiles() {
+        assert_eq!(LatencyHistogram::new().snapshot().quantile_nanos(0.5), None);
+    }
+
+    #[test]
+    fn power_of_two_boundaries_are_exact() {
+        let h = LatencyHistogram::new();
+        h.record_nanos(1023);
+        h.record_nanos(1024);
+        let s = h.snapshot();
+        assert_eq!(s.count_below_power(10), 1);
+        assert_eq!(s.count_below_power(11), 2);
+    }
+}

@@ -1,0 +1,103 @@
+//! Closed label sets. Each enum maps to a dense index so registries can be plain arrays.
+
+use serde::Serialize;
+
+macro_rules! label_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $label:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            /// Every variant, in index order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// Number of variants; the size of arrays indexed by this label.
+            pub const COUNT: usize = Self::ALL.len();
+            /// The label value as it appears in Prometheus output and JSON.
+            pub const fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $label),+ }
+            }
+            /// Dense index for array-backed registries.
+            pub const fn index(self) -> usize { self as usize }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+label_enum! {
+    /// The wire protocol a message arrived on or leaves by.
+    Protocol {
+        /// MQTT 3.1.1 and 5.0.
+        Mqtt => "mqtt",
+        /// MQTT-SN 1.2 over UDP.
+        MqttSn => "mqttsn",
+        /// STOMP 1.0–1.2.
+        Stomp => "stomp",
+        /// AMQP 0.9.1.
+        Amqp => "amqp",
+        /// SOAP WS-Notification.
+        Wsn => "wsn",
+        /// Messages made by the broker itself (wills fired by timers, `$SYS`, bridges).
+        Internal => "internal",
+    }
+}
+
+label_enum! {
+    /// One leg of a message's trip through the broker.
+    Hop {
+        /// Frame complete on the publisher's connection → routed into the subscriber's outbox.
+        Ingress => "ingress",
+        /// Waiting in the subscriber's outbox until its task takes it.
+        Queue => "queue",
+        /// Taken by the subscriber's task → bytes handed to the socket.
+        Egress => "egress",
+        /// Frame complete on the way in → bytes written on the way out.
+        EndToEnd => "end_to_end",
+    }
+}
+
+label_enum! {
+    /// Why a message was not delivered to one subscriber or queue.
+    DropReason {
+        /// At-most-once delivery to a subscriber whose outbox was full.
+        OutboxFull => "outbox_full",
+        /// A named queue (or an offline session queue) was at its length limit.
+        QueueFull => "queue_full",
+        /// The message expired before it could be delivered.
+        Expired => "expired",
+        /// The subscriber's protocol cannot carry this message (size, topic or payload form).
+        Untranslatable => "untranslatable",
+        /// Nobody was subscribed; only counted for messages that asked to be routed somewhere.
+        NoRoute => "no_route",
+    }
+}
+
+label_enum! {
+    /// Why the broker closed a connection (or saw it closed).
+    CloseReason {
+        /// The client said goodbye (DISCONNECT, connection.close, EOF between frames).
+        ClientClosed => "client_closed",
+        /// The client broke the protocol: malformed frame, wrong order, invalid field.
+        ProtocolError => "protocol_error",
+        /// A frame, header or queue limit was exceeded.
+        LimitExceeded => "limit_exceeded",
+        /// The client stopped reading and its outbox overflowed at-least-once messages.
+        SlowConsumer => "slow_consumer",
+        /// No traffic within the negotiated keep-alive or heart-beat window.
+        KeepAliveTimeout => "keepalive_timeout",
+        /// Another connection took over the same session (same client id).
+        SessionTakenOver => "session_taken_over",
+        /// Login refused.
+        AuthFailed => "auth_failed",
+        /// A read or write on the socket failed.
+        IoError => "io_error",
+        /// The broker is shutting down.
+        Shutdown => "shutdown",
+    }
+}

@@ -1,0 +1,146 @@
+//! The broker-wide metrics registry: arrays of atomics indexed by closed label sets.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crate::histogram::LatencyHistogram;
+use crate::labels::{CloseReason, DropReason, Hop, Protocol};
+
+const P: usize = Protocol::COUNT;
+
+/// Counters kept per protocol.
+#[derive(Default)]
+pub struct ProtocolCounters {
+    /// Messages accepted from publishers on this protocol.
+    pub messages_in: AtomicU64,
+    /// Messages written to subscribers on this protocol.
+    pub messages_out: AtomicU64,
+    /// Connections (or MQTT-SN peers, or WS-N subscriptions) open right now.
+    pub connections_open: AtomicI64,
+    /// Connections accepted since start.
+    pub connections_accepted: AtomicU64,
+    /// Connections refused at accept time (connection limit reached).
+    pub connections_refused: AtomicU64,
+    closed: [AtomicU64; CloseReason::COUNT],
+    dropped: [AtomicU64; DropReason::COUNT],
+}
+
+impl ProtocolCounters {
+    /// Counts one connection closed for `reason`.
+    pub fn closed(&self, reason: CloseReason) {
+        self.closed[reason.index()].fetch_add(1, Relaxed);
+    }
+
+    /// Counts `n` messages not delivered for `reason`.
+    pub fn dropped(&self, reason: DropReason, n: u64) {
+        self.dropped[reason.index()].fetch_add(n, Relaxed);
+    }
+
+    /// Connections closed for `reason` so far.
+    pub fn closed_count(&self, reason: CloseReason) -> u64 {
+        self.closed[reason.index()].load(Relaxed)
+    }
+
+    /// Messages dropped for `reason` so far.
+    pub fn dropped_count(&self, reason: DropReason) -> u64 {
+        self.dropped[reason.index()].load(Relaxed)
+    }
+}
+
+/// All of the broker's metrics. One instance is shared (by `Arc`) by every task.
+///
+/// Latency histograms are allocated the first time a (hop, in, out) combination is recorded,
+/// so a gateway that only ever sees MQTT pays for four histograms, not 144.
+pub struct Metrics {
+    latency: Box<[OnceLock<Box<LatencyHistogram>>]>,
+    protocols: [ProtocolCounters; P],
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self {
+            latency: (0..Hop::COUNT * P * P).map(|_| OnceLock::new()).collect(),
+            protocols: Default::default(),
+        }
+    }
+
+    fn slot(hop: Hop, from: Protocol, to: Protocol) -> usize {
+        (hop.index() * P + from.index()) * P + to.index()
+    }
+
+    /// The histogram for one hop of messages going from `from` publishers to `to` subscribers.
+    #[inline]
+    pub fn latency(&self, hop: Hop, from: Protocol, to: Protocol) -> &LatencyHistogram {
+        self.latency[Self::slot(hop, from, to)].get_or_init(Default::default)
+    }
+
+    /// Records one latency sample.
+    #[inline]
+    pub fn record(&self, hop: Hop, from: Protocol, to: Protocol, latency: Duration) {
+        self.latency(hop, from, to).record(latency);
+    }
+
+    /// The histogram for a combination if anything was ever recorded there.
+    pub fn latency_if_used(&self, hop: Hop, from: Protocol, to: Protocol) -> Option<&LatencyHistogram> {
+        self.latency[Self::slot(hop, from, to)].get().map(|b| &**b)
+    }
+
+    /// Per-protocol counters.
+    #[inline]
+    pub fn protocol(&self, protocol: Protocol) -> &ProtocolCounters {
+        &self.protocols[protocol.index()]
+    }
+
+    /// Marks a connection as opened; the returned guard marks it closed when dropped, so an
+    /// early return or a panic in a connection task cannot leak the gauge.
+    pub fn connection_opened(&self, protocol: Protocol) -> ConnectionGauge<'_> {
+        let counters = self.protocol(protocol);
+        counters.connections_accepted.fetch_add(1, Relaxed);
+        counters.connections_open.fetch_add(1, Relaxed);
+        ConnectionGauge { counters }
+    }
+}
+
+/// Decrements the open-connections gauge when dropped. See [`Metrics::connection_opened`].
+pub struct ConnectionGauge<'a> {
+    counters: &'a ProtocolCounters,
+}
+
+impl Drop for ConnectionGauge<'_> {
+    fn drop(&mut self) {
+        self.counters.connections_open.fetch_sub(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_allocated_on_first_use_only() {
+        let m = Metrics::new();
+        assert!(m.latency_if_used(Hop::Queue, Protocol::Mqtt, Protocol::Stomp).is_none());
+        m.record(Hop::Queue, Protocol::Mqtt, Protocol::Stomp, Duration::from_micros(3));
+        let h = m.latency_if_used(Hop::Queue, Protocol::Mqtt, Protocol::Stomp).unwrap();
+        assert_eq!(h.snapshot().count, 1);
+        assert!(m.latency_if_used(Hop::Queue, Protocol::Stomp, Protocol::Mqtt).is_none());
+    }
+
+    #[test]
+    fn connection_gauge_follows_guard_lifetime() {
+        let m = Metrics::new();
+        let guard = m.connection_opened(Protocol::Amqp);
+        assert_eq!(m.protocol(Protocol::Amqp).connections_open.load(Relaxed), 1);
+        drop(guard);
+        assert_eq!(m.protocol(Protocol::Amqp).connections_open.load(Relaxed), 0);
+        assert_eq!(m.protocol(Protocol::Amqp).connections_accepted.load(Relaxed), 1);
+    }
+}
