@@ -48,13 +48,23 @@ pub async fn bind_tcp(name: &str, addr: SocketAddr) -> io::Result<TcpListener> {
 /// Spawns the accept loop for `listener` on the context's tracker. At most `max_connections`
 /// connections run at once; more are accepted and closed at once (counted as refused), so a
 /// flood cannot exhaust memory or file descriptors.
-pub fn spawn_tcp<H: ConnectionHandler>(listener: TcpListener, handler: Arc<H>, max_connections: usize, ctx: &FrontEndContext) {
+pub fn spawn_tcp<H: ConnectionHandler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    max_connections: usize,
+    ctx: &FrontEndContext,
+) {
     let ctx = ctx.clone();
     let tracker = ctx.tracker.clone();
     tracker.spawn(accept_loop(listener, handler, max_connections, ctx));
 }
 
-async fn accept_loop<H: ConnectionHandler>(listener: TcpListener, handler: Arc<H>, max_connections: usize, ctx: FrontEndContext) {
+async fn accept_loop<H: ConnectionHandler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    max_connections: usize,
+    ctx: FrontEndContext,
+) {
     let protocol = handler.protocol();
     let permits = Arc::new(Semaphore::new(max_connections.max(1)));
     let metrics = ctx.router.metrics().clone();

@@ -141,8 +141,21 @@ pub enum QueuePush {
 }
 
 impl Queue {
-    pub(crate) fn new(name: &str, id: SessionId, options: QueueOptions, default_credit: usize, metrics: Arc<Metrics>) -> Self {
-        Queue { name: name.into(), id, options, default_credit: default_credit.max(1), state: Mutex::default(), metrics }
+    pub(crate) fn new(
+        name: &str,
+        id: SessionId,
+        options: QueueOptions,
+        default_credit: usize,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Queue {
+            name: name.into(),
+            id,
+            options,
+            default_credit: default_credit.max(1),
+            state: Mutex::default(),
+            metrics,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

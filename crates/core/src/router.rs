@@ -39,7 +39,12 @@ pub struct RouterConfig {
 
 impl Default for RouterConfig {
     fn default() -> Self {
-        RouterConfig { outbox_capacity: 1024, queue_max_length: 100_000, consumer_credit: 256, retained_max_topics: 100_000 }
+        RouterConfig {
+            outbox_capacity: 1024,
+            queue_max_length: 100_000,
+            consumer_credit: 256,
+            retained_max_topics: 100_000,
+        }
     }
 }
 
@@ -58,7 +63,12 @@ pub struct SubscriptionOptions {
 
 impl Default for SubscriptionOptions {
     fn default() -> Self {
-        SubscriptionOptions { max_qos: QoS::ExactlyOnce, no_local: false, retain_as_published: false, subscription_id: None }
+        SubscriptionOptions {
+            max_qos: QoS::ExactlyOnce,
+            no_local: false,
+            retain_as_published: false,
+            subscription_id: None,
+        }
     }
 }
 
@@ -335,7 +345,12 @@ impl Router {
 
     /// Routes messages matching `filter` into `queue` (AMQP binding to `amq.topic`, `$share`).
     pub fn bind_queue(&self, queue: &Arc<Queue>, filter: &str, tag: u64) -> Result<bool, TopicError> {
-        let subscription = Subscription { owner: queue.id(), tag, options: SubscriptionOptions::default(), target: Target::Queue(queue.clone()) };
+        let subscription = Subscription {
+            owner: queue.id(),
+            tag,
+            options: SubscriptionOptions::default(),
+            target: Target::Queue(queue.clone()),
+        };
         self.subscribe(filter, subscription)
     }
 
@@ -387,7 +402,8 @@ impl Session {
 
     /// Subscribes this session's outbox to `filter`.
     pub fn subscribe(&self, filter: &str, tag: u64, options: SubscriptionOptions) -> Result<bool, TopicError> {
-        let subscription = Subscription { owner: self.id, tag, options, target: Target::Outbox(self.receiver.outbox()) };
+        let subscription =
+            Subscription { owner: self.id, tag, options, target: Target::Outbox(self.receiver.outbox()) };
         self.router.subscribe(filter, subscription)
     }
 
@@ -426,7 +442,14 @@ impl Session {
 
     /// Joins the MQTT-style shared subscription `group` on `filter` (`$share/group/filter`):
     /// the group is a queue named after it, bound to the filter, and each member a consumer.
-    pub fn join_shared(&mut self, group: &str, filter: &str, credit: usize, max_qos: QoS, tag: u64) -> Result<(), SharedError> {
+    pub fn join_shared(
+        &mut self,
+        group: &str,
+        filter: &str,
+        credit: usize,
+        max_qos: QoS,
+        tag: u64,
+    ) -> Result<(), SharedError> {
         topic::validate_filter(filter)?;
         let name = format!("$share/{group}/{filter}");
         let options = QueueOptions { auto_delete: true, ..QueueOptions::default() };

@@ -112,7 +112,8 @@ impl<V> Trie<V> {
                     _ => node.children.get_mut(*level),
                 };
                 let Some(child) = child else { return 0 };
-                let removed = if rest.is_empty() { retain(&mut child.exact) } else { Self::remove_at(child, rest, remove) };
+                let removed =
+                    if rest.is_empty() { retain(&mut child.exact) } else { Self::remove_at(child, rest, remove) };
                 if child.is_empty() {
                     match *level {
                         "+" => node.plus = None,
@@ -216,13 +217,14 @@ mod tests {
 
     fn filter() -> impl Strategy<Value = String> {
         let flevel = prop_oneof![3 => level(), 1 => Just("+".to_string())];
-        (prop::collection::vec(flevel, 1..5), any::<bool>()).prop_map(|(mut l, hash)| {
-            if hash {
-                l.push("#".into());
-            }
-            l.join("/")
-        })
-        .prop_filter("non-empty", |f| !f.is_empty())
+        (prop::collection::vec(flevel, 1..5), any::<bool>())
+            .prop_map(|(mut l, hash)| {
+                if hash {
+                    l.push("#".into());
+                }
+                l.join("/")
+            })
+            .prop_filter("non-empty", |f| !f.is_empty())
     }
 
     proptest! {

@@ -124,11 +124,7 @@ impl HistogramSnapshot {
             seen += count;
             if seen >= rank {
                 let low = bucket_lower_bound(index);
-                let high = if index + 1 < BUCKETS {
-                    bucket_lower_bound(index + 1)
-                } else {
-                    low
-                };
+                let high = if index + 1 < BUCKETS { bucket_lower_bound(index + 1) } else { low };
                 return Some((low + (high - low) / 2).min(self.max_nanos));
             }
         }

@@ -66,10 +66,7 @@ impl Default for Metrics {
 impl Metrics {
     /// An empty registry.
     pub fn new() -> Self {
-        Self {
-            latency: (0..Hop::COUNT * P * P).map(|_| OnceLock::new()).collect(),
-            protocols: Default::default(),
-        }
+        Self { latency: (0..Hop::COUNT * P * P).map(|_| OnceLock::new()).collect(), protocols: Default::default() }
     }
 
     fn slot(hop: Hop, from: Protocol, to: Protocol) -> usize {

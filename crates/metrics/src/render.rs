@@ -59,9 +59,9 @@ impl Metrics {
     fn used_histograms(&self) -> impl Iterator<Item = (Hop, Protocol, Protocol, HistogramSnapshot)> + '_ {
         Hop::ALL.iter().flat_map(move |&hop| {
             Protocol::ALL.iter().flat_map(move |&from| {
-                Protocol::ALL.iter().filter_map(move |&to| {
-                    self.latency_if_used(hop, from, to).map(|h| (hop, from, to, h.snapshot()))
-                })
+                Protocol::ALL
+                    .iter()
+                    .filter_map(move |&to| self.latency_if_used(hop, from, to).map(|h| (hop, from, to, h.snapshot())))
             })
         })
     }

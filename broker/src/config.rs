@@ -1,0 +1,163 @@
+//! The broker's configuration file: one TOML document whose sections belong to the core, the
+//! HTTP server and each protocol front end. Defaults live in `default-config.toml` (embedded,
+//! printed by `--print-default-config`), and a test keeps that file and the `Default` impls equal.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use tolk_core::RouterConfig;
+use tolk_core::frontend::{FrontEnd, Transport};
+
+/// The documented default configuration, as shipped.
+pub const DEFAULT_CONFIG: &str = include_str!("../default-config.toml");
+
+/// The whole configuration file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Directory for state that must survive a restart.
+    pub data_dir: PathBuf,
+    /// Logging.
+    pub log: LogConfig,
+    /// Shutdown behaviour.
+    pub shutdown: ShutdownConfig,
+    /// Router limits.
+    pub core: RouterConfig,
+    /// The HTTP server (metrics, health, latency API).
+    pub http: HttpConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("data"),
+            log: LogConfig::default(),
+            shutdown: ShutdownConfig::default(),
+            core: RouterConfig::default(),
+            http: HttpConfig::default(),
+        }
+    }
+}
+
+/// `[log]`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// Minimum level, or any `tracing` filter directive.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { level: "info".into() }
+    }
+}
+
+/// `[shutdown]`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    /// Longest wait for connections to finish after a stop signal.
+    #[serde(with = "humantime_serde")]
+    pub drain_timeout: Duration,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        ShutdownConfig { drain_timeout: Duration::from_secs(5) }
+    }
+}
+
+/// `[http]`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Serve HTTP at all.
+    pub enabled: bool,
+    /// Address and port.
+    pub bind: SocketAddr,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig { enabled: true, bind: SocketAddr::from(([0, 0, 0, 0], 8080)) }
+    }
+}
+
+impl Config {
+    /// Reads and checks a configuration file. Errors name the file, the field and the problem.
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("config file {}", path.display()))
+    }
+
+    /// Parses and checks configuration text.
+    pub fn parse(text: &str) -> anyhow::Result<Config> {
+        let config: Config = toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what serde cannot: sizes that must be positive, listeners that clash.
+    fn validate(&self) -> anyhow::Result<()> {
+        let core = &self.core;
+        for (field, value) in [
+            ("core.outbox_capacity", core.outbox_capacity),
+            ("core.queue_max_length", core.queue_max_length),
+            ("core.consumer_credit", core.consumer_credit),
+        ] {
+            if value == 0 {
+                bail!("{field}: must be at least 1");
+            }
+        }
+        let mut seen: HashMap<(Transport, u16), &str> = HashMap::new();
+        let http = self.http.enabled.then_some(("http", Transport::Tcp, self.http.bind));
+        let listens = self.front_ends().into_iter().flat_map(|f| f.listens()).map(|l| (l.name, l.transport, l.addr));
+        for (name, transport, addr) in http.into_iter().chain(listens) {
+            if addr.port() == 0 {
+                continue;
+            }
+            if let Some(other) = seen.insert((transport, addr.port()), name) {
+                bail!("{name}.bind: port {} is already used by the {other} listener", addr.port());
+            }
+        }
+        Ok(())
+    }
+
+    /// The enabled protocol front ends, built from their sections.
+    pub fn front_ends(&self) -> Vec<Box<dyn FrontEnd>> {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_default_file_equals_built_in_defaults() {
+        assert_eq!(Config::parse(DEFAULT_CONFIG).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn empty_file_means_defaults() {
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn errors_name_the_field_and_the_problem() {
+        let err = format!("{:#}", Config::parse("[http]\nbind = \"nowhere\"\n").unwrap_err());
+        assert!(err.contains("bind") && err.contains("line 2"), "{err}");
+        let err = format!("{:#}", Config::parse("[core]\nbogus = 1\n").unwrap_err());
+        assert!(err.contains("unknown field `bogus`"), "{err}");
+        let err = format!("{:#}", Config::parse("[core]\noutbox_capacity = 0\n").unwrap_err());
+        assert!(err.contains("core.outbox_capacity: must be at least 1"), "{err}");
+        let err = format!("{:#}", Config::parse("[shutdown]\ndrain_timeout = \"soon\"\n").unwrap_err());
+        assert!(err.contains("drain_timeout"), "{err}");
+    }
+}

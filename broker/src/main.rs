@@ -1,0 +1,127 @@
+//! `tolk`: the broker binary. Reads the configuration, starts the router, the HTTP server and
+//! every enabled protocol front end, and shuts them down gracefully on SIGINT/SIGTERM.
+
+mod config;
+mod http;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use tolk_core::frontend::FrontEndContext;
+use tolk_core::{Metrics, Router};
+use tracing::{info, warn};
+
+use crate::config::{Config, DEFAULT_CONFIG};
+
+/// A multi-protocol IoT broker: MQTT, MQTT-SN, STOMP, AMQP 0.9.1 and WS-Notification share one
+/// topic space.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Configuration file (TOML). Without it, the built-in defaults are used.
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the default configuration, with every setting documented, and exit.
+    #[arg(long, conflicts_with_all = ["config", "check_config"])]
+    print_default_config: bool,
+    /// Check the configuration file and exit: status 0 if it is valid.
+    #[arg(long)]
+    check_config: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.print_default_config {
+        print!("{DEFAULT_CONFIG}");
+        return ExitCode::SUCCESS;
+    }
+    let config = match &cli.config {
+        Some(path) => Config::load(path),
+        None => Ok(Config::default()),
+    };
+    let config = match config {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("tolk: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.check_config {
+        println!("configuration is valid");
+        return ExitCode::SUCCESS;
+    }
+    init_logging(&config.log.level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tolk: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("tolk: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
+    let metrics = Arc::new(Metrics::new());
+    let router = Router::new(config.core.clone(), metrics.clone());
+    let ctx = FrontEndContext::new(router, config.data_dir.clone());
+
+    for front_end in config.front_ends() {
+        let name = front_end.name();
+        let bound = front_end.start(ctx.clone()).await?;
+        info!(listener = name, addresses = ?bound, "listening");
+    }
+    if config.http.enabled {
+        let app = http::routes(metrics.clone());
+        let addr = http::serve(config.http.bind, app, ctx.shutdown.clone(), &ctx.tracker).await?;
+        info!(listener = "http", address = %addr, "listening");
+    }
+    info!(version = env!("CARGO_PKG_VERSION"), "tolk ready");
+
+    wait_for_stop_signal().await?;
+    info!("stop signal received; draining connections");
+    ctx.shutdown.cancel();
+    ctx.tracker.close();
+    let drain = config.shutdown.drain_timeout;
+    if tokio::time::timeout(drain, ctx.tracker.wait()).await.is_err() {
+        warn!(tasks = ctx.tracker.len(), "drain timeout of {drain:?} passed; closing the remaining connections");
+    }
+    info!("tolk stopped");
+    Ok(())
+}
+
+async fn wait_for_stop_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => result.context("cannot listen for SIGINT")?,
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await.context("cannot listen for Ctrl-C")?;
+    Ok(())
+}

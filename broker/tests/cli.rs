@@ -1,0 +1,98 @@
+//! The `tolk` binary as a user runs it: configuration handling, HTTP endpoints, graceful stop.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn tolk() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tolk"))
+}
+
+fn write_config(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
+    let path = dir.path().join("tolk.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// Starts the broker and returns once it logged that it is ready.
+fn start(config: &std::path::Path) -> Child {
+    let mut child = tolk().arg("--config").arg(config).stderr(Stdio::piped()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("tolk ready") {
+                let _ = ready_tx.send(());
+            }
+        }
+    });
+    ready_rx.recv_timeout(Duration::from_secs(20)).expect("broker did not become ready");
+    child
+}
+
+#[test]
+fn printed_default_config_is_valid_and_documented() {
+    let out = tolk().arg("--print-default-config").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[http]") && text.contains("bind = \"0.0.0.0:8080\""));
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(&dir, &text);
+    let check = tolk().arg("--config").arg(&path).arg("--check-config").output().unwrap();
+    assert!(check.status.success(), "{check:?}");
+}
+
+#[test]
+fn config_errors_name_file_field_and_problem_and_exit_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(&dir, "[http]\nbind = \"0.0.0.0:99999\"\n");
+    let out = tolk().arg("--config").arg(&path).arg("--check-config").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("tolk.toml") && err.contains("bind") && err.contains("line 2"), "{err}");
+
+    let missing = tolk().args(["--config", "/nonexistent/tolk.toml"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8(missing.stderr).unwrap().contains("cannot read config file /nonexistent/tolk.toml"));
+}
+
+#[test]
+fn serves_health_metrics_and_latency_then_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let data = dir.path().join("state");
+    let config = format!("data_dir = {:?}\n[http]\nbind = \"127.0.0.1:{port}\"\n", data.display().to_string());
+    let mut child = start(&write_config(&dir, &config));
+
+    let health = http_get(port, "/healthz");
+    assert!(health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"), "{health}");
+    let metrics = http_get(port, "/metrics");
+    assert!(metrics.contains("text/plain; version=0.0.4"), "{metrics}");
+    assert!(metrics.contains("# TYPE tolk_hop_latency_seconds histogram"));
+    assert!(metrics.contains("tolk_connections{protocol=\"mqtt\"} 0"));
+    let latency = http_get(port, "/api/latency");
+    assert!(latency.contains("application/json") && latency.contains("\"unit\":\"microseconds\""), "{latency}");
+    assert!(data.is_dir(), "data_dir is created");
+
+    let killed = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    assert!(killed.success());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait().unwrap()));
+    let status = rx.recv_timeout(Duration::from_secs(10)).expect("broker did not stop on SIGTERM");
+    assert!(status.success(), "{status:?}");
+}

@@ -1,0 +1,91 @@
+"""Fixtures for the interoperability suite: one real `tolk` broker per test session.
+
+The broker's own `--print-default-config` is the template: every `bind = "host:port"` line
+gets a free loopback port, so a new protocol section is picked up without touching this file.
+"""
+
+import os
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BINARY = Path(os.environ.get("TOLK_BIN", ROOT / "target" / "debug" / "tolk"))
+
+
+def free_port(kind=socket.SOCK_STREAM):
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    """A running broker: `port(section)` gives the port of a listener by its config section."""
+
+    host = "127.0.0.1"
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.ports = {}
+        template = subprocess.run(
+            [str(BINARY), "--print-default-config"], check=True, capture_output=True, text=True
+        ).stdout
+        lines, section = [], ""
+        for line in template.splitlines():
+            header = re.match(r"^\[([^\]]+)\]", line)
+            if header:
+                section = header.group(1)
+            if re.match(r'^bind = "', line):
+                kind = socket.SOCK_DGRAM if section == "mqttsn" else socket.SOCK_STREAM
+                port = free_port(kind)
+                self.ports[section] = port
+                line = f'bind = "127.0.0.1:{port}"'
+            if line.startswith("data_dir = "):
+                line = f'data_dir = "{workdir / "data"}"'
+            lines.append(line)
+        self.config = workdir / "tolk.toml"
+        self.config.write_text("\n".join(lines) + "\n")
+        self.log = workdir / "tolk.log"
+        self.process = None
+
+    def port(self, section):
+        return self.ports[section]
+
+    def start(self):
+        log = open(self.log, "w")
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
+        self.process = subprocess.Popen(
+            [str(BINARY), "--config", str(self.config)], stdout=log, stderr=log, env=env
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if "tolk ready" in self.log.read_text():
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"tolk did not start:\n{self.log.read_text()}")
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                raise
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    if not BINARY.exists():
+        pytest.exit(f"{BINARY} is missing: build it with `cargo build -p tolk` first", returncode=2)
+    b = Broker(tmp_path_factory.mktemp("tolk"))
+    b.start()
+    yield b
+    b.stop()
+    assert b.process.returncode == 0, f"tolk exited with {b.process.returncode}:\n{b.log.read_text()}"
