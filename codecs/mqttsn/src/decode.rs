@@ -12,8 +12,8 @@ use crate::error::DecodeError;
 use crate::flags::{Flags, TopicIdType};
 use crate::header::{MsgType, read_header};
 use crate::message::{
-    Advertise, Connect, Encapsulated, GwInfo, Message, PubAck, Publish, PublishTopic, RegAck,
-    Register, ReturnCode, SubAck, Subscribe, SubscribeTopic, Unsubscribe, WillTopic,
+    Advertise, Connect, Encapsulated, GwInfo, Message, PubAck, Publish, PublishTopic, RegAck, Register, ReturnCode,
+    SubAck, Subscribe, SubscribeTopic, Unsubscribe, WillTopic,
 };
 
 /// Decodes one whole UDP datagram. Payloads (PUBLISH data, will messages, GwAdd, Wireless Node Id) are copied
@@ -43,37 +43,20 @@ impl<'a> Source<'a> {
     /// A payload field as `Bytes`. `range` comes from a [`Reader`], which has checked it.
     fn payload(&self, range: Range<usize>) -> Bytes {
         match self.shared {
-            Some(shared) if range.end <= shared.len() && range.start <= range.end => {
-                shared.slice(range)
-            }
-            _ => self
-                .octets
-                .get(range)
-                .map(Bytes::copy_from_slice)
-                .unwrap_or_default(),
+            Some(shared) if range.end <= shared.len() && range.start <= range.end => shared.slice(range),
+            _ => self.octets.get(range).map(Bytes::copy_from_slice).unwrap_or_default(),
         }
     }
 }
 
 /// Decodes the message starting at `start` and running to the end of the datagram.
-fn decode_message(
-    src: Source<'_>,
-    start: usize,
-    allow_encapsulated: bool,
-) -> Result<Message, DecodeError> {
+fn decode_message(src: Source<'_>, start: usize, allow_encapsulated: bool) -> Result<Message, DecodeError> {
     let header = read_header(src.octets, start)?;
     let type_offset = start + header.length_field_len;
-    let msg_type = MsgType::from_u8(header.msg_type).ok_or(DecodeError::UnknownMessageType {
-        msg_type: header.msg_type,
-        offset: type_offset,
-    })?;
+    let msg_type = MsgType::from_u8(header.msg_type)
+        .ok_or(DecodeError::UnknownMessageType { msg_type: header.msg_type, offset: type_offset })?;
     let end = start + header.declared;
-    let mut r = Reader {
-        src,
-        pos: type_offset + 1,
-        end,
-        message: msg_type.name(),
-    };
+    let mut r = Reader { src, pos: type_offset + 1, end, message: msg_type.name() };
 
     if msg_type == MsgType::Encapsulated {
         if !allow_encapsulated {
@@ -84,20 +67,12 @@ fn decode_message(
         let ctrl = r.u8("Ctrl")?;
         let wireless_node_id = r.payload_rest();
         let message = decode_message(src, end, false)?;
-        return Ok(Message::Encapsulated(Encapsulated {
-            ctrl,
-            wireless_node_id,
-            message: Box::new(message),
-        }));
+        return Ok(Message::Encapsulated(Encapsulated { ctrl, wireless_node_id, message: Box::new(message) }));
     }
 
     let received = src.octets.len().saturating_sub(start);
     if header.declared < received {
-        return Err(DecodeError::TrailingBytes {
-            offset: start,
-            declared: header.declared,
-            received,
-        });
+        return Err(DecodeError::TrailingBytes { offset: start, declared: header.declared, received });
     }
     let message = decode_body(msg_type, &mut r)?;
     r.finish()?;
@@ -108,22 +83,14 @@ fn decode_message(
 fn decode_body(msg_type: MsgType, r: &mut Reader<'_>) -> Result<Message, DecodeError> {
     Ok(match msg_type {
         // §5.4.1, Table 6: GwId (2), Duration (3-4).
-        MsgType::Advertise => Message::Advertise(Advertise {
-            gw_id: r.u8("GwId")?,
-            duration: r.u16("Duration")?,
-        }),
+        MsgType::Advertise => Message::Advertise(Advertise { gw_id: r.u8("GwId")?, duration: r.u16("Duration")? }),
         // §5.4.2, Table 7: Radius (2).
-        MsgType::SearchGw => Message::SearchGw {
-            radius: r.u8("Radius")?,
-        },
+        MsgType::SearchGw => Message::SearchGw { radius: r.u8("Radius")? },
         // §5.4.3, Table 8: GwId (2), GwAdd (3:n) only when sent by a client.
         MsgType::GwInfo => {
             let gw_id = r.u8("GwId")?;
             let gw_add = r.payload_rest();
-            Message::GwInfo(GwInfo {
-                gw_id,
-                gw_add: (!gw_add.is_empty()).then_some(gw_add),
-            })
+            Message::GwInfo(GwInfo { gw_id, gw_add: (!gw_add.is_empty()).then_some(gw_add) })
         }
         // §5.4.4, Table 9: Flags (2), ProtocolId (3), Duration (4-5), ClientId (6:n).
         MsgType::Connect => {
@@ -137,9 +104,7 @@ fn decode_body(msg_type: MsgType, r: &mut Reader<'_>) -> Result<Message, DecodeE
             })
         }
         // §5.4.5, Table 10: ReturnCode (2).
-        MsgType::ConnAck => Message::ConnAck {
-            return_code: r.return_code()?,
-        },
+        MsgType::ConnAck => Message::ConnAck { return_code: r.return_code()? },
         // §5.4.6, Table 11: header only.
         MsgType::WillTopicReq => Message::WillTopicReq,
         // §5.4.7, Table 12: Flags (2), WillTopic (3:n); exactly 2 octets is the empty WILLTOPIC.
@@ -147,9 +112,7 @@ fn decode_body(msg_type: MsgType, r: &mut Reader<'_>) -> Result<Message, DecodeE
         // §5.4.8, Table 11: header only.
         MsgType::WillMsgReq => Message::WillMsgReq,
         // §5.4.9, Table 13: WillMsg (2:n).
-        MsgType::WillMsg => Message::WillMsg {
-            will_msg: r.payload_rest(),
-        },
+        MsgType::WillMsg => Message::WillMsg { will_msg: r.payload_rest() },
         // §5.4.10, Table 14: TopicId (2-3), MsgId (4-5), TopicName (6:n).
         MsgType::Register => Message::Register(Register {
             topic_id: r.u16("TopicId")?,
@@ -186,15 +149,9 @@ fn decode_body(msg_type: MsgType, r: &mut Reader<'_>) -> Result<Message, DecodeE
             return_code: r.return_code()?,
         }),
         // §5.4.14, Table 18: MsgId (2-3).
-        MsgType::PubComp => Message::PubComp {
-            msg_id: r.u16("MsgId")?,
-        },
-        MsgType::PubRec => Message::PubRec {
-            msg_id: r.u16("MsgId")?,
-        },
-        MsgType::PubRel => Message::PubRel {
-            msg_id: r.u16("MsgId")?,
-        },
+        MsgType::PubComp => Message::PubComp { msg_id: r.u16("MsgId")? },
+        MsgType::PubRec => Message::PubRec { msg_id: r.u16("MsgId")? },
+        MsgType::PubRel => Message::PubRel { msg_id: r.u16("MsgId")? },
         // §5.4.15, Table 19: Flags (2), MsgId (3-4), TopicName (5:n) or TopicId (5-6).
         MsgType::Subscribe => {
             let flags = r.flags()?;
@@ -220,46 +177,29 @@ fn decode_body(msg_type: MsgType, r: &mut Reader<'_>) -> Result<Message, DecodeE
         MsgType::Unsubscribe => {
             let flags = r.flags()?;
             let msg_id = r.u16("MsgId")?;
-            Message::Unsubscribe(Unsubscribe {
-                msg_id,
-                topic: r.subscribe_topic(flags.topic_id_type)?,
-            })
+            Message::Unsubscribe(Unsubscribe { msg_id, topic: r.subscribe_topic(flags.topic_id_type)? })
         }
         // §5.4.18, Table 21: MsgId (2-3).
-        MsgType::UnsubAck => Message::UnsubAck {
-            msg_id: r.u16("MsgId")?,
-        },
+        MsgType::UnsubAck => Message::UnsubAck { msg_id: r.u16("MsgId")? },
         // §5.4.19, Table 22: ClientId (2:n), optional.
         MsgType::PingReq => {
             let client_id = r.string_rest("ClientId")?;
-            Message::PingReq {
-                client_id: (!client_id.is_empty()).then_some(client_id),
-            }
+            Message::PingReq { client_id: (!client_id.is_empty()).then_some(client_id) }
         }
         // §5.4.20, Table 23: header only.
         MsgType::PingResp => Message::PingResp,
         // §5.4.21, Table 24: Duration (2-3), optional.
-        MsgType::Disconnect => Message::Disconnect {
-            duration: if r.is_empty() {
-                None
-            } else {
-                Some(r.u16("Duration")?)
-            },
-        },
+        MsgType::Disconnect => {
+            Message::Disconnect { duration: if r.is_empty() { None } else { Some(r.u16("Duration")?) } }
+        }
         // §5.4.22, Table 25: same as WILLTOPIC; the empty form deletes the will.
         MsgType::WillTopicUpd => Message::WillTopicUpd(r.will_topic()?),
         // §5.4.24, Table 27: ReturnCode (2).
-        MsgType::WillTopicResp => Message::WillTopicResp {
-            return_code: r.return_code()?,
-        },
+        MsgType::WillTopicResp => Message::WillTopicResp { return_code: r.return_code()? },
         // §5.4.23, Table 26: WillMsg (2:n).
-        MsgType::WillMsgUpd => Message::WillMsgUpd {
-            will_msg: r.payload_rest(),
-        },
+        MsgType::WillMsgUpd => Message::WillMsgUpd { will_msg: r.payload_rest() },
         // §5.4.25, Table 27: ReturnCode (2).
-        MsgType::WillMsgResp => Message::WillMsgResp {
-            return_code: r.return_code()?,
-        },
+        MsgType::WillMsgResp => Message::WillMsgResp { return_code: r.return_code()? },
         // Handled by the caller before the body; reaching here means a nesting the caller already refused.
         MsgType::Encapsulated => {
             return Err(DecodeError::NestedEncapsulation { offset: r.pos });
@@ -282,11 +222,7 @@ impl Reader<'_> {
 
     /// The next `N` octets, or `Truncated` if the message ends first.
     fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], DecodeError> {
-        let chunk = self
-            .src
-            .octets
-            .get(self.pos..self.end)
-            .and_then(|rest| rest.first_chunk::<N>());
+        let chunk = self.src.octets.get(self.pos..self.end).and_then(|rest| rest.first_chunk::<N>());
         match chunk {
             Some(chunk) => {
                 self.pos += N;
@@ -319,10 +255,7 @@ impl Reader<'_> {
     fn flags(&mut self) -> Result<Flags, DecodeError> {
         let offset = self.pos;
         let byte = self.u8("Flags")?;
-        Flags::from_byte(byte).ok_or(DecodeError::ReservedTopicIdType {
-            message: self.message,
-            offset,
-        })
+        Flags::from_byte(byte).ok_or(DecodeError::ReservedTopicIdType { message: self.message, offset })
     }
 
     /// Flags for a message where TopicIdType is "not used": its bits are ignored.
@@ -363,11 +296,7 @@ impl Reader<'_> {
             return Ok(None);
         }
         let flags = self.flags_ignoring_topic_id_type()?;
-        Ok(Some(WillTopic {
-            qos: flags.qos,
-            retain: flags.retain,
-            topic: self.string_rest("WillTopic")?,
-        }))
+        Ok(Some(WillTopic { qos: flags.qos, retain: flags.retain, topic: self.string_rest("WillTopic")? }))
     }
 
     /// The last field of SUBSCRIBE / UNSUBSCRIBE, shaped by TopicIdType.

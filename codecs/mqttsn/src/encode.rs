@@ -32,10 +32,7 @@ pub fn encode(message: &Message, out: &mut BytesMut) -> Result<(), EncodeError> 
 fn check(message: &Message, allow_encapsulated: bool) -> Result<(), EncodeError> {
     let length = total_len(1 + body_len(message));
     if length > MAX_MESSAGE_LEN {
-        return Err(EncodeError::TooLarge {
-            message: message.msg_type().name(),
-            length,
-        });
+        return Err(EncodeError::TooLarge { message: message.msg_type().name(), length });
     }
     if let Message::Encapsulated(e) = message {
         if !allow_encapsulated || matches!(*e.message, Message::Encapsulated(_)) {
@@ -64,17 +61,12 @@ fn body_len(message: &Message) -> usize {
         Message::Connect(c) => 4 + c.client_id.len(),
         Message::ConnAck { .. } | Message::WillTopicResp { .. } | Message::WillMsgResp { .. } => 1,
         Message::WillTopicReq | Message::WillMsgReq | Message::PingResp => 0,
-        Message::WillTopic(w) | Message::WillTopicUpd(w) => {
-            w.as_ref().map_or(0, |w| 1 + w.topic.len())
-        }
+        Message::WillTopic(w) | Message::WillTopicUpd(w) => w.as_ref().map_or(0, |w| 1 + w.topic.len()),
         Message::WillMsg { will_msg } | Message::WillMsgUpd { will_msg } => will_msg.len(),
         Message::Register(r) => 4 + r.topic_name.len(),
         Message::RegAck(_) | Message::PubAck(_) => 5,
         Message::Publish(p) => 5 + p.data.len(),
-        Message::PubComp { .. }
-        | Message::PubRec { .. }
-        | Message::PubRel { .. }
-        | Message::UnsubAck { .. } => 2,
+        Message::PubComp { .. } | Message::PubRec { .. } | Message::PubRel { .. } | Message::UnsubAck { .. } => 2,
         Message::Subscribe(s) => 3 + subscribe_topic_len(&s.topic),
         Message::Unsubscribe(u) => 3 + subscribe_topic_len(&u.topic),
         Message::SubAck(_) => 6,
@@ -106,11 +98,7 @@ fn put_body(message: &Message, out: &mut BytesMut) {
             }
         }
         Message::Connect(c) => {
-            let flags = Flags {
-                will: c.will,
-                clean_session: c.clean_session,
-                ..Flags::default()
-            };
+            let flags = Flags { will: c.will, clean_session: c.clean_session, ..Flags::default() };
             out.put_u8(flags.to_byte());
             out.put_u8(c.protocol_id);
             out.put_u16(c.duration);
@@ -164,30 +152,19 @@ fn put_body(message: &Message, out: &mut BytesMut) {
         | Message::PubRel { msg_id }
         | Message::UnsubAck { msg_id } => out.put_u16(*msg_id),
         Message::Subscribe(s) => {
-            let flags = Flags {
-                dup: s.dup,
-                qos: s.qos,
-                topic_id_type: s.topic.topic_id_type(),
-                ..Flags::default()
-            };
+            let flags = Flags { dup: s.dup, qos: s.qos, topic_id_type: s.topic.topic_id_type(), ..Flags::default() };
             out.put_u8(flags.to_byte());
             out.put_u16(s.msg_id);
             put_subscribe_topic(&s.topic, out);
         }
         Message::Unsubscribe(u) => {
-            let flags = Flags {
-                topic_id_type: u.topic.topic_id_type(),
-                ..Flags::default()
-            };
+            let flags = Flags { topic_id_type: u.topic.topic_id_type(), ..Flags::default() };
             out.put_u8(flags.to_byte());
             out.put_u16(u.msg_id);
             put_subscribe_topic(&u.topic, out);
         }
         Message::SubAck(s) => {
-            let flags = Flags {
-                qos: s.qos,
-                ..Flags::default()
-            };
+            let flags = Flags { qos: s.qos, ..Flags::default() };
             out.put_u8(flags.to_byte());
             out.put_u16(s.topic_id);
             out.put_u16(s.msg_id);
@@ -211,11 +188,7 @@ fn put_body(message: &Message, out: &mut BytesMut) {
 }
 
 fn put_will_topic(w: &WillTopic, out: &mut BytesMut) {
-    let flags = Flags {
-        qos: w.qos,
-        retain: w.retain,
-        ..Flags::default()
-    };
+    let flags = Flags { qos: w.qos, retain: w.retain, ..Flags::default() };
     out.put_u8(flags.to_byte());
     out.put_slice(w.topic.as_bytes());
 }

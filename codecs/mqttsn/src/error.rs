@@ -23,9 +23,7 @@ pub enum DecodeError {
         available: usize,
     },
     /// The Length field holds a value smaller than the header it is part of (0, or under 4 in the long form).
-    #[error(
-        "Length at offset {offset} declares {declared} octet(s), less than the {minimum}-octet header"
-    )]
+    #[error("Length at offset {offset} declares {declared} octet(s), less than the {minimum}-octet header")]
     LengthTooSmall {
         /// Where the Length field starts.
         offset: usize,
@@ -35,9 +33,7 @@ pub enum DecodeError {
         minimum: usize,
     },
     /// The Length field declares more octets than the datagram holds from that point (a truncated datagram).
-    #[error(
-        "Length at offset {offset} declares {declared} octet(s), the datagram has {received} from there"
-    )]
+    #[error("Length at offset {offset} declares {declared} octet(s), the datagram has {received} from there")]
     LengthExceedsDatagram {
         /// Where the Length field starts.
         offset: usize,
@@ -47,9 +43,7 @@ pub enum DecodeError {
         received: usize,
     },
     /// The datagram holds more octets than the Length field declares; over UDP one datagram is one message.
-    #[error(
-        "Length at offset {offset} declares {declared} octet(s), the datagram has {received} from there"
-    )]
+    #[error("Length at offset {offset} declares {declared} octet(s), the datagram has {received} from there")]
     TrailingBytes {
         /// Where the Length field starts.
         offset: usize,
@@ -85,9 +79,7 @@ pub enum DecodeError {
         offset: usize,
     },
     /// A topic name or client id that is not UTF-8.
-    #[error(
-        "{message}: {field} at offset {offset} is not UTF-8 (first bad octet at offset {bad_octet})"
-    )]
+    #[error("{message}: {field} at offset {offset} is not UTF-8 (first bad octet at offset {bad_octet})")]
     InvalidUtf8 {
         /// Message name from Table 3.
         message: &'static str,

@@ -102,10 +102,7 @@ impl Flags {
     /// Parses the octet; `None` when TopicIdType holds the reserved `0b11`.
     pub const fn from_byte(byte: u8) -> Option<Flags> {
         match TopicIdType::from_bits(byte) {
-            Some(topic_id_type) => Some(Flags {
-                topic_id_type,
-                ..Flags::from_byte_ignoring_topic_id_type(byte)
-            }),
+            Some(topic_id_type) => Some(Flags { topic_id_type, ..Flags::from_byte_ignoring_topic_id_type(byte) }),
             None => None,
         }
     }
@@ -164,10 +161,7 @@ mod tests {
         assert_eq!(flags.topic_id_type, TopicIdType::Short);
         assert_eq!(Flags::from_byte(0b0010_0001).unwrap().qos, QoS::One);
         assert_eq!(Flags::from_byte(0b0100_0001).unwrap().qos, QoS::Two);
-        assert_eq!(
-            Flags::from_byte(0b0000_0001).unwrap().topic_id_type,
-            TopicIdType::Predefined
-        );
+        assert_eq!(Flags::from_byte(0b0000_0001).unwrap().topic_id_type, TopicIdType::Predefined);
     }
 
     #[test]

@@ -170,13 +170,7 @@ pub(crate) struct Header {
 pub(crate) fn read_header(datagram: &[u8], start: usize) -> Result<Header, DecodeError> {
     let available = datagram.len().saturating_sub(start);
     let Some(&first) = datagram.get(start) else {
-        return Err(DecodeError::Truncated {
-            message: "header",
-            field: "Length",
-            offset: start,
-            needed: 1,
-            available,
-        });
+        return Err(DecodeError::Truncated { message: "header", field: "Length", offset: start, needed: 1, available });
     };
     let (declared, length_field_len) = if first == LONG_LENGTH_MARKER {
         match datagram.get(start + 1..start + 3) {
@@ -196,46 +190,26 @@ pub(crate) fn read_header(datagram: &[u8], start: usize) -> Result<Header, Decod
     };
     let minimum = length_field_len + 1;
     if declared < minimum {
-        return Err(DecodeError::LengthTooSmall {
-            offset: start,
-            declared,
-            minimum,
-        });
+        return Err(DecodeError::LengthTooSmall { offset: start, declared, minimum });
     }
     if declared > available {
-        return Err(DecodeError::LengthExceedsDatagram {
-            offset: start,
-            declared,
-            received: available,
-        });
+        return Err(DecodeError::LengthExceedsDatagram { offset: start, declared, received: available });
     }
     // `declared >= minimum` and `declared <= available`, so the MsgType octet is inside the datagram.
-    let msg_type =
-        datagram
-            .get(start + length_field_len)
-            .copied()
-            .ok_or(DecodeError::Truncated {
-                message: "header",
-                field: "MsgType",
-                offset: start + length_field_len,
-                needed: 1,
-                available: 0,
-            })?;
-    Ok(Header {
-        declared,
-        length_field_len,
-        msg_type,
-    })
+    let msg_type = datagram.get(start + length_field_len).copied().ok_or(DecodeError::Truncated {
+        message: "header",
+        field: "MsgType",
+        offset: start + length_field_len,
+        needed: 1,
+        available: 0,
+    })?;
+    Ok(Header { declared, length_field_len, msg_type })
 }
 
 /// Total length of a message whose MsgType octet plus body take `after_length` octets: the one-octet form
 /// when the total fits in 255, otherwise the three-octet form (§5.2.1).
 pub(crate) const fn total_len(after_length: usize) -> usize {
-    if after_length < MAX_SHORT_MESSAGE_LEN {
-        after_length + 1
-    } else {
-        after_length + 3
-    }
+    if after_length < MAX_SHORT_MESSAGE_LEN { after_length + 1 } else { after_length + 3 }
 }
 
 /// Writes the Length field for a message of `total` octets (as computed by [`total_len`]).

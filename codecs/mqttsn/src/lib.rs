@@ -45,7 +45,7 @@ pub use error::{DecodeError, EncodeError};
 pub use flags::{Flags, QoS, TopicIdType};
 pub use header::{LONG_LENGTH_MARKER, MAX_MESSAGE_LEN, MAX_SHORT_MESSAGE_LEN, MsgType};
 pub use message::{
-    Advertise, Connect, Encapsulated, GwInfo, Message, PROTOCOL_ID, PubAck, Publish, PublishTopic,
-    RegAck, Register, ReturnCode, SubAck, Subscribe, SubscribeTopic, Unsubscribe, WillTopic,
+    Advertise, Connect, Encapsulated, GwInfo, Message, PROTOCOL_ID, PubAck, Publish, PublishTopic, RegAck, Register,
+    ReturnCode, SubAck, Subscribe, SubscribeTopic, Unsubscribe, WillTopic,
 };
 pub use stream::{DEFAULT_MAX_MESSAGE_LEN, decode_stream};

@@ -18,10 +18,7 @@ pub const DEFAULT_MAX_MESSAGE_LEN: usize = MAX_MESSAGE_LEN;
 /// Takes one message from the front of `buf`. Returns `Ok(None)` and consumes nothing while the message is
 /// incomplete; on success consumes exactly that message's octets (for an encapsulation, its header and the
 /// relayed message). A Length over `max_message_len` fails as soon as the Length field is readable.
-pub fn decode_stream(
-    buf: &mut BytesMut,
-    max_message_len: usize,
-) -> Result<Option<Message>, DecodeError> {
+pub fn decode_stream(buf: &mut BytesMut, max_message_len: usize) -> Result<Option<Message>, DecodeError> {
     let Some(len) = frame_len(buf, 0, max_message_len, true)? else {
         return Ok(None);
     };
@@ -51,18 +48,10 @@ fn frame_len(
     };
     let minimum = length_field_len + 1;
     if declared < minimum {
-        return Err(DecodeError::LengthTooSmall {
-            offset: start,
-            declared,
-            minimum,
-        });
+        return Err(DecodeError::LengthTooSmall { offset: start, declared, minimum });
     }
     if declared > max_message_len {
-        return Err(DecodeError::MessageTooLarge {
-            offset: start,
-            declared,
-            limit: max_message_len,
-        });
+        return Err(DecodeError::MessageTooLarge { offset: start, declared, limit: max_message_len });
     }
     let Some(&msg_type) = buf.get(start + length_field_len) else {
         return Ok(None);
@@ -70,9 +59,7 @@ fn frame_len(
     if follow_encapsulation && msg_type == MsgType::Encapsulated.to_u8() {
         // §5.5: this Length covers only the encapsulation header; the relayed message has its own. One level
         // only: a nested encapsulation is framed by its header alone and then refused by the decoder.
-        return Ok(
-            frame_len(buf, start + declared, max_message_len, false)?.map(|inner| declared + inner)
-        );
+        return Ok(frame_len(buf, start + declared, max_message_len, false)?.map(|inner| declared + inner));
     }
     Ok(Some(declared))
 }

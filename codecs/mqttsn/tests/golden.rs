@@ -3,10 +3,9 @@
 
 use bytes::{Bytes, BytesMut};
 use mqttsn_codec::{
-    Advertise, Connect, DEFAULT_MAX_MESSAGE_LEN, DecodeError, Encapsulated, GwInfo, Message,
-    PubAck, Publish, PublishTopic, QoS, RegAck, Register, ReturnCode, SubAck, Subscribe,
-    SubscribeTopic, Unsubscribe, WillTopic, decode, decode_bytes, decode_stream, encode,
-    encoded_len,
+    Advertise, Connect, DEFAULT_MAX_MESSAGE_LEN, DecodeError, Encapsulated, GwInfo, Message, PubAck, Publish,
+    PublishTopic, QoS, RegAck, Register, ReturnCode, SubAck, Subscribe, SubscribeTopic, Unsubscribe, WillTopic, decode,
+    decode_bytes, decode_stream, encode, encoded_len,
 };
 
 /// (what, octets, message). Octet comments follow the "(octet n)" columns of each table.
@@ -16,10 +15,7 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.1 Table 6: Length, MsgType, GwId, Duration (900 s).
             "ADVERTISE",
             vec![0x05, 0x00, 0x01, 0x03, 0x84],
-            Message::Advertise(Advertise {
-                gw_id: 1,
-                duration: 900,
-            }),
+            Message::Advertise(Advertise { gw_id: 1, duration: 900 }),
         ),
         (
             // §5.4.2 Table 7: Length, MsgType, Radius.
@@ -31,19 +27,13 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.3 Table 8, sent by a gateway: no GwAdd.
             "GWINFO from a gateway",
             vec![0x03, 0x02, 0x07],
-            Message::GwInfo(GwInfo {
-                gw_id: 7,
-                gw_add: None,
-            }),
+            Message::GwInfo(GwInfo { gw_id: 7, gw_add: None }),
         ),
         (
             // §5.4.3 Table 8, sent by a client: GwAdd (3:n), here an IPv4 address.
             "GWINFO from a client",
             vec![0x07, 0x02, 0x07, 192, 168, 0, 1],
-            Message::GwInfo(GwInfo {
-                gw_id: 7,
-                gw_add: Some(Bytes::from_static(&[192, 168, 0, 1])),
-            }),
+            Message::GwInfo(GwInfo { gw_id: 7, gw_add: Some(Bytes::from_static(&[192, 168, 0, 1])) }),
         ),
         (
             // §5.4.4 Table 9: Flags (Will | CleanSession), ProtocolId 0x01, Duration 60, ClientId.
@@ -61,17 +51,13 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.5 Table 10: ReturnCode accepted.
             "CONNACK",
             vec![0x03, 0x05, 0x00],
-            Message::ConnAck {
-                return_code: ReturnCode::Accepted,
-            },
+            Message::ConnAck { return_code: ReturnCode::Accepted },
         ),
         (
             // §5.4.5 with a reserved ReturnCode (§5.3.10): kept, not rejected.
             "CONNACK reserved rc",
             vec![0x03, 0x05, 0x07],
-            Message::ConnAck {
-                return_code: ReturnCode::Reserved(0x07),
-            },
+            Message::ConnAck { return_code: ReturnCode::Reserved(0x07) },
         ),
         (
             // §5.4.6 Table 11: header only.
@@ -83,11 +69,7 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.7 Table 12: Flags (QoS 1, Retain), WillTopic.
             "WILLTOPIC",
             vec![0x06, 0x07, 0x30, b'w', b'/', b't'],
-            Message::WillTopic(Some(WillTopic {
-                qos: QoS::One,
-                retain: true,
-                topic: "w/t".into(),
-            })),
+            Message::WillTopic(Some(WillTopic { qos: QoS::One, retain: true, topic: "w/t".into() })),
         ),
         (
             // §5.4.7: "An empty WILLTOPIC message is a WILLTOPIC message without Flags and WillTopic field".
@@ -105,29 +87,19 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.9 Table 13: WillMsg (2:n).
             "WILLMSG",
             vec![0x05, 0x09, b'b', b'y', b'e'],
-            Message::WillMsg {
-                will_msg: Bytes::from_static(b"bye"),
-            },
+            Message::WillMsg { will_msg: Bytes::from_static(b"bye") },
         ),
         (
             // §5.4.10 Table 14: TopicId 0x0000 (from a client), MsgId 1, TopicName.
             "REGISTER",
             vec![0x09, 0x0A, 0x00, 0x00, 0x00, 0x01, b'a', b'/', b'b'],
-            Message::Register(Register {
-                topic_id: 0,
-                msg_id: 1,
-                topic_name: "a/b".into(),
-            }),
+            Message::Register(Register { topic_id: 0, msg_id: 1, topic_name: "a/b".into() }),
         ),
         (
             // §5.4.11 Table 15: TopicId 42, MsgId 1, ReturnCode accepted.
             "REGACK",
             vec![0x07, 0x0B, 0x00, 0x2A, 0x00, 0x01, 0x00],
-            Message::RegAck(RegAck {
-                topic_id: 42,
-                msg_id: 1,
-                return_code: ReturnCode::Accepted,
-            }),
+            Message::RegAck(RegAck { topic_id: 42, msg_id: 1, return_code: ReturnCode::Accepted }),
         ),
         (
             // §5.4.12 Table 16: Flags QoS 1 + normal topic id, TopicId 42, MsgId 2, Data.
@@ -172,11 +144,7 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.13 Table 17: TopicId 42, MsgId 2, ReturnCode invalid topic id.
             "PUBACK",
             vec![0x07, 0x0D, 0x00, 0x2A, 0x00, 0x02, 0x02],
-            Message::PubAck(PubAck {
-                topic_id: 42,
-                msg_id: 2,
-                return_code: ReturnCode::InvalidTopicId,
-            }),
+            Message::PubAck(PubAck { topic_id: 42, msg_id: 2, return_code: ReturnCode::InvalidTopicId }),
         ),
         (
             // §5.4.14 Table 18: MsgId.
@@ -184,16 +152,8 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             vec![0x04, 0x0E, 0x00, 0x03],
             Message::PubComp { msg_id: 3 },
         ),
-        (
-            "PUBREC",
-            vec![0x04, 0x0F, 0x00, 0x03],
-            Message::PubRec { msg_id: 3 },
-        ),
-        (
-            "PUBREL",
-            vec![0x04, 0x10, 0x00, 0x03],
-            Message::PubRel { msg_id: 3 },
-        ),
+        ("PUBREC", vec![0x04, 0x0F, 0x00, 0x03], Message::PubRec { msg_id: 3 }),
+        ("PUBREL", vec![0x04, 0x10, 0x00, 0x03], Message::PubRel { msg_id: 3 }),
         (
             // §5.4.15 Table 19: Flags QoS 1 + topic name, MsgId 4, TopicName (5:n).
             "SUBSCRIBE name",
@@ -220,41 +180,25 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.15 with DUP, QoS 2, TopicIdType short: the short name in (5-6).
             "SUBSCRIBE short",
             vec![0x07, 0x12, 0xC2, 0x00, 0x06, b'x', b'y'],
-            Message::Subscribe(Subscribe {
-                dup: true,
-                qos: QoS::Two,
-                msg_id: 6,
-                topic: SubscribeTopic::Short(*b"xy"),
-            }),
+            Message::Subscribe(Subscribe { dup: true, qos: QoS::Two, msg_id: 6, topic: SubscribeTopic::Short(*b"xy") }),
         ),
         (
             // §5.4.16 Table 20: Flags (granted QoS 1), TopicId 42, MsgId 4, ReturnCode.
             "SUBACK",
             vec![0x08, 0x13, 0x20, 0x00, 0x2A, 0x00, 0x04, 0x00],
-            Message::SubAck(SubAck {
-                qos: QoS::One,
-                topic_id: 42,
-                msg_id: 4,
-                return_code: ReturnCode::Accepted,
-            }),
+            Message::SubAck(SubAck { qos: QoS::One, topic_id: 42, msg_id: 4, return_code: ReturnCode::Accepted }),
         ),
         (
             // §5.4.17 (Table 19 layout): Flags topic name, MsgId 7, TopicName.
             "UNSUBSCRIBE name",
             vec![0x08, 0x14, 0x00, 0x00, 0x07, b's', b'/', b'#'],
-            Message::Unsubscribe(Unsubscribe {
-                msg_id: 7,
-                topic: SubscribeTopic::Name("s/#".into()),
-            }),
+            Message::Unsubscribe(Unsubscribe { msg_id: 7, topic: SubscribeTopic::Name("s/#".into()) }),
         ),
         (
             // §5.4.17 with TopicIdType short.
             "UNSUBSCRIBE short",
             vec![0x07, 0x14, 0x02, 0x00, 0x08, b'x', b'y'],
-            Message::Unsubscribe(Unsubscribe {
-                msg_id: 8,
-                topic: SubscribeTopic::Short(*b"xy"),
-            }),
+            Message::Unsubscribe(Unsubscribe { msg_id: 8, topic: SubscribeTopic::Short(*b"xy") }),
         ),
         (
             // §5.4.18 Table 21: MsgId.
@@ -272,9 +216,7 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.19 with ClientId: a sleeping client checking for buffered messages.
             "PINGREQ with ClientId",
             vec![0x06, 0x16, b't', b'o', b'l', b'k'],
-            Message::PingReq {
-                client_id: Some("tolk".into()),
-            },
+            Message::PingReq { client_id: Some("tolk".into()) },
         ),
         (
             // §5.4.20 Table 23: header only.
@@ -292,19 +234,13 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.21 with Duration 3600 s: the client goes to sleep.
             "DISCONNECT with Duration",
             vec![0x04, 0x18, 0x0E, 0x10],
-            Message::Disconnect {
-                duration: Some(3600),
-            },
+            Message::Disconnect { duration: Some(3600) },
         ),
         (
             // §5.4.22 Table 25: Flags (QoS 1, Retain), WillTopic.
             "WILLTOPICUPD",
             vec![0x06, 0x1A, 0x30, b'w', b'/', b't'],
-            Message::WillTopicUpd(Some(WillTopic {
-                qos: QoS::One,
-                retain: true,
-                topic: "w/t".into(),
-            })),
+            Message::WillTopicUpd(Some(WillTopic { qos: QoS::One, retain: true, topic: "w/t".into() })),
         ),
         (
             // §5.4.22: the empty WILLTOPICUPD deletes the will topic and will message.
@@ -316,25 +252,19 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
             // §5.4.24 Table 27: ReturnCode.
             "WILLTOPICRESP",
             vec![0x03, 0x1B, 0x00],
-            Message::WillTopicResp {
-                return_code: ReturnCode::Accepted,
-            },
+            Message::WillTopicResp { return_code: ReturnCode::Accepted },
         ),
         (
             // §5.4.23 Table 26: WillMsg.
             "WILLMSGUPD",
             vec![0x05, 0x1C, b'n', b'e', b'w'],
-            Message::WillMsgUpd {
-                will_msg: Bytes::from_static(b"new"),
-            },
+            Message::WillMsgUpd { will_msg: Bytes::from_static(b"new") },
         ),
         (
             // §5.4.25 Table 27: ReturnCode not supported.
             "WILLMSGRESP",
             vec![0x03, 0x1D, 0x03],
-            Message::WillMsgResp {
-                return_code: ReturnCode::NotSupported,
-            },
+            Message::WillMsgResp { return_code: ReturnCode::NotSupported },
         ),
         (
             // §5.5 Table 28: Length (up to the end of Wireless Node Id), 0xFE, Ctrl (radius 1),
@@ -350,9 +280,7 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
         (
             // §5.5 relaying a CONNECT, with an empty Wireless Node Id.
             "Encapsulated CONNECT",
-            vec![
-                0x03, 0xFE, 0x00, 0x0A, 0x04, 0x04, 0x01, 0x00, 0x3C, b't', b'o', b'l', b'k',
-            ],
+            vec![0x03, 0xFE, 0x00, 0x0A, 0x04, 0x04, 0x01, 0x00, 0x3C, b't', b'o', b'l', b'k'],
             Message::Encapsulated(Encapsulated {
                 ctrl: 0,
                 wireless_node_id: Bytes::new(),
@@ -370,10 +298,7 @@ fn golden() -> Vec<(&'static str, Vec<u8>, Message)> {
 
 #[test]
 fn every_message_type_of_table_3_has_a_golden_message() {
-    let mut seen: Vec<u8> = golden()
-        .iter()
-        .map(|(_, _, m)| m.msg_type().to_u8())
-        .collect();
+    let mut seen: Vec<u8> = golden().iter().map(|(_, _, m)| m.msg_type().to_u8()).collect();
     seen.sort_unstable();
     seen.dedup();
     assert_eq!(seen.len(), 28, "types covered: {seen:02X?}");
@@ -383,11 +308,7 @@ fn every_message_type_of_table_3_has_a_golden_message() {
 fn golden_messages_decode_from_slices_and_from_bytes() {
     for (what, octets, expected) in golden() {
         assert_eq!(decode(&octets).as_ref(), Ok(&expected), "{what}");
-        assert_eq!(
-            decode_bytes(Bytes::from(octets.clone())).as_ref(),
-            Ok(&expected),
-            "{what}"
-        );
+        assert_eq!(decode_bytes(Bytes::from(octets.clone())).as_ref(), Ok(&expected), "{what}");
     }
 }
 
@@ -422,14 +343,7 @@ fn every_strict_prefix_of_every_golden_message_is_rejected() {
 fn a_truncated_datagram_reports_declared_and_received_lengths() {
     // PUBLISH normal cut after 5 of its 9 octets.
     let octets = [0x09, 0x0C, 0x20, 0x00, 0x2A];
-    assert_eq!(
-        decode(&octets),
-        Err(DecodeError::LengthExceedsDatagram {
-            offset: 0,
-            declared: 9,
-            received: 5
-        })
-    );
+    assert_eq!(decode(&octets), Err(DecodeError::LengthExceedsDatagram { offset: 0, declared: 9, received: 5 }));
 }
 
 #[test]
@@ -446,16 +360,8 @@ fn stream_decoding_of_every_golden_message_split_at_every_offset() {
     for (what, octets, expected) in golden() {
         for split in 0..octets.len() {
             let mut buf = BytesMut::from(&octets[..split]);
-            assert_eq!(
-                decode_stream(&mut buf, DEFAULT_MAX_MESSAGE_LEN),
-                Ok(None),
-                "{what} first {split} octets"
-            );
-            assert_eq!(
-                buf.len(),
-                split,
-                "{what}: nothing consumed while incomplete"
-            );
+            assert_eq!(decode_stream(&mut buf, DEFAULT_MAX_MESSAGE_LEN), Ok(None), "{what} first {split} octets");
+            assert_eq!(buf.len(), split, "{what}: nothing consumed while incomplete");
             buf.extend_from_slice(&octets[split..]);
             assert_eq!(
                 decode_stream(&mut buf, DEFAULT_MAX_MESSAGE_LEN).as_ref(),
@@ -475,11 +381,7 @@ fn stream_decoding_takes_back_to_back_messages_one_at_a_time() {
         buf.extend_from_slice(octets);
     }
     for (what, _, expected) in all {
-        assert_eq!(
-            decode_stream(&mut buf, DEFAULT_MAX_MESSAGE_LEN),
-            Ok(Some(expected)),
-            "{what}"
-        );
+        assert_eq!(decode_stream(&mut buf, DEFAULT_MAX_MESSAGE_LEN), Ok(Some(expected)), "{what}");
     }
     assert!(buf.is_empty());
 }

@@ -3,8 +3,8 @@
 
 use bytes::{Bytes, BytesMut};
 use mqttsn_codec::{
-    DecodeError, Encapsulated, EncodeError, MAX_MESSAGE_LEN, Message, Publish, PublishTopic, QoS,
-    ReturnCode, decode, decode_stream, encode, encoded_len,
+    DecodeError, Encapsulated, EncodeError, MAX_MESSAGE_LEN, Message, Publish, PublishTopic, QoS, ReturnCode, decode,
+    decode_stream, encode, encoded_len,
 };
 
 fn publish(data_len: usize) -> Message {
@@ -54,10 +54,7 @@ fn the_short_form_is_used_up_to_255_octets_and_the_long_form_from_256() {
 #[test]
 fn the_long_form_is_accepted_for_a_message_that_would_fit_the_short_form() {
     // PUBCOMP MsgId 3 (§5.4.14) with Length 0x01 0x00 0x06.
-    assert_eq!(
-        decode(&[0x01, 0x00, 0x06, 0x0E, 0x00, 0x03]),
-        Ok(Message::PubComp { msg_id: 3 })
-    );
+    assert_eq!(decode(&[0x01, 0x00, 0x06, 0x0E, 0x00, 0x03]), Ok(Message::PubComp { msg_id: 3 }));
     // The smallest long-form message: 4 octets, header only.
     assert_eq!(decode(&[0x01, 0x00, 0x04, 0x17]), Ok(Message::PingResp));
 }
@@ -73,10 +70,7 @@ fn the_largest_message_fits_exactly_and_one_more_octet_is_refused_by_the_encoder
     let mut out = BytesMut::from(&b"keep"[..]);
     assert_eq!(
         encode(&publish(MAX_MESSAGE_LEN - 8), &mut out),
-        Err(EncodeError::TooLarge {
-            message: "PUBLISH",
-            length: MAX_MESSAGE_LEN + 1
-        })
+        Err(EncodeError::TooLarge { message: "PUBLISH", length: MAX_MESSAGE_LEN + 1 })
     );
     assert_eq!(&out[..], b"keep", "nothing written on error");
 }
@@ -87,26 +81,13 @@ fn the_largest_message_fits_exactly_and_one_more_octet_is_refused_by_the_encoder
 fn an_empty_datagram_is_truncated_at_the_length_field() {
     assert_eq!(
         decode(&[]),
-        Err(DecodeError::Truncated {
-            message: "header",
-            field: "Length",
-            offset: 0,
-            needed: 1,
-            available: 0
-        })
+        Err(DecodeError::Truncated { message: "header", field: "Length", offset: 0, needed: 1, available: 0 })
     );
 }
 
 #[test]
 fn length_zero_is_rejected() {
-    assert_eq!(
-        decode(&[0x00, 0x17]),
-        Err(DecodeError::LengthTooSmall {
-            offset: 0,
-            declared: 0,
-            minimum: 2
-        })
-    );
+    assert_eq!(decode(&[0x00, 0x17]), Err(DecodeError::LengthTooSmall { offset: 0, declared: 0, minimum: 2 }));
 }
 
 #[test]
@@ -130,49 +111,27 @@ fn a_long_form_length_smaller_than_its_own_header_is_rejected() {
     for declared in 0..4u8 {
         assert_eq!(
             decode(&[0x01, 0x00, declared, 0x17]),
-            Err(DecodeError::LengthTooSmall {
-                offset: 0,
-                declared: usize::from(declared),
-                minimum: 4
-            })
+            Err(DecodeError::LengthTooSmall { offset: 0, declared: usize::from(declared), minimum: 4 })
         );
     }
 }
 
 #[test]
 fn a_length_of_two_without_the_msgtype_octet_exceeds_the_datagram() {
-    assert_eq!(
-        decode(&[0x02]),
-        Err(DecodeError::LengthExceedsDatagram {
-            offset: 0,
-            declared: 2,
-            received: 1
-        })
-    );
+    assert_eq!(decode(&[0x02]), Err(DecodeError::LengthExceedsDatagram { offset: 0, declared: 2, received: 1 }));
 }
 
 #[test]
 fn a_length_larger_than_the_datagram_is_rejected() {
     assert_eq!(
         decode(&[0x05, 0x18, 0x00, 0x10]),
-        Err(DecodeError::LengthExceedsDatagram {
-            offset: 0,
-            declared: 5,
-            received: 4
-        })
+        Err(DecodeError::LengthExceedsDatagram { offset: 0, declared: 5, received: 4 })
     );
 }
 
 #[test]
 fn octets_after_the_declared_length_are_rejected() {
-    assert_eq!(
-        decode(&[0x02, 0x17, 0x00]),
-        Err(DecodeError::TrailingBytes {
-            offset: 0,
-            declared: 2,
-            received: 3
-        })
-    );
+    assert_eq!(decode(&[0x02, 0x17, 0x00]), Err(DecodeError::TrailingBytes { offset: 0, declared: 2, received: 3 }));
 }
 
 #[test]
@@ -180,13 +139,7 @@ fn a_length_too_small_for_the_fields_is_truncated_at_the_field() {
     // ADVERTISE (§5.4.1) declaring 4 octets: Duration needs 2 but only 1 is inside the message.
     assert_eq!(
         decode(&[0x04, 0x00, 0x01, 0x03]),
-        Err(DecodeError::Truncated {
-            message: "ADVERTISE",
-            field: "Duration",
-            offset: 3,
-            needed: 2,
-            available: 1
-        })
+        Err(DecodeError::Truncated { message: "ADVERTISE", field: "Duration", offset: 3, needed: 2, available: 1 })
     );
 }
 
@@ -195,11 +148,7 @@ fn a_fixed_size_message_with_extra_octets_inside_its_length_is_rejected() {
     // CONNACK (§5.4.5) is 3 octets; this one declares and carries 4.
     assert_eq!(
         decode(&[0x04, 0x05, 0x00, 0x00]),
-        Err(DecodeError::UnexpectedBytes {
-            message: "CONNACK",
-            offset: 3,
-            extra: 1
-        })
+        Err(DecodeError::UnexpectedBytes { message: "CONNACK", offset: 3, extra: 1 })
     );
 }
 
@@ -207,11 +156,7 @@ fn a_fixed_size_message_with_extra_octets_inside_its_length_is_rejected() {
 fn a_one_octet_disconnect_duration_is_truncated() {
     assert!(matches!(
         decode(&[0x03, 0x18, 0x0E]),
-        Err(DecodeError::Truncated {
-            message: "DISCONNECT",
-            field: "Duration",
-            ..
-        })
+        Err(DecodeError::Truncated { message: "DISCONNECT", field: "Duration", .. })
     ));
 }
 
@@ -220,22 +165,10 @@ fn a_one_octet_disconnect_duration_is_truncated() {
 #[test]
 fn reserved_message_types_are_unknown_and_carry_the_type_octet() {
     for msg_type in [0x03, 0x11, 0x19, 0x1E, 0x80, 0xFD, 0xFF] {
-        assert_eq!(
-            decode(&[0x02, msg_type]),
-            Err(DecodeError::UnknownMessageType {
-                msg_type,
-                offset: 1
-            })
-        );
+        assert_eq!(decode(&[0x02, msg_type]), Err(DecodeError::UnknownMessageType { msg_type, offset: 1 }));
     }
     // In the long form the MsgType octet is at offset 3.
-    assert_eq!(
-        decode(&[0x01, 0x00, 0x04, 0x03]),
-        Err(DecodeError::UnknownMessageType {
-            msg_type: 0x03,
-            offset: 3
-        })
-    );
+    assert_eq!(decode(&[0x01, 0x00, 0x04, 0x03]), Err(DecodeError::UnknownMessageType { msg_type: 0x03, offset: 3 }));
 }
 
 #[test]
@@ -244,15 +177,9 @@ fn reserved_topic_id_type_is_rejected_where_the_field_is_used() {
     for (message, datagram) in [
         ("PUBLISH", vec![0x07, 0x0C, 0x03, 0x00, 0x01, 0x00, 0x00]),
         ("SUBSCRIBE", vec![0x07, 0x12, 0x03, 0x00, 0x01, 0x00, 0x01]),
-        (
-            "UNSUBSCRIBE",
-            vec![0x07, 0x14, 0x03, 0x00, 0x01, 0x00, 0x01],
-        ),
+        ("UNSUBSCRIBE", vec![0x07, 0x14, 0x03, 0x00, 0x01, 0x00, 0x01]),
     ] {
-        assert_eq!(
-            decode(&datagram),
-            Err(DecodeError::ReservedTopicIdType { message, offset: 2 })
-        );
+        assert_eq!(decode(&datagram), Err(DecodeError::ReservedTopicIdType { message, offset: 2 }));
     }
 }
 
@@ -260,20 +187,13 @@ fn reserved_topic_id_type_is_rejected_where_the_field_is_used() {
 fn topic_id_type_bits_are_ignored_where_the_spec_says_not_used() {
     // CONNECT (§5.4.4: TopicIdType not used) with 0b11 in bits 1-0.
     let connect = decode(&[0x07, 0x04, 0x07, 0x01, 0x00, 0x3C, b'c']).unwrap();
-    let Message::Connect(c) = connect else {
-        panic!("not a CONNECT")
-    };
+    let Message::Connect(c) = connect else { panic!("not a CONNECT") };
     assert!(c.clean_session && !c.will);
 }
 
 #[test]
 fn reserved_return_codes_are_kept() {
-    assert_eq!(
-        decode(&[0x03, 0x05, 0x07]),
-        Ok(Message::ConnAck {
-            return_code: ReturnCode::Reserved(0x07)
-        })
-    );
+    assert_eq!(decode(&[0x03, 0x05, 0x07]), Ok(Message::ConnAck { return_code: ReturnCode::Reserved(0x07) }));
     for value in 0..=u8::MAX {
         assert_eq!(ReturnCode::from_u8(value).to_u8(), value);
     }
@@ -284,12 +204,7 @@ fn invalid_utf8_in_a_topic_name_or_client_id_is_rejected_with_its_position() {
     // REGISTER (§5.4.10) TopicName "a" + 0xFF.
     assert_eq!(
         decode(&[0x08, 0x0A, 0x00, 0x00, 0x00, 0x01, b'a', 0xFF]),
-        Err(DecodeError::InvalidUtf8 {
-            message: "REGISTER",
-            field: "TopicName",
-            offset: 6,
-            bad_octet: 7
-        })
+        Err(DecodeError::InvalidUtf8 { message: "REGISTER", field: "TopicName", offset: 6, bad_octet: 7 })
     );
     // CONNECT ClientId, PINGREQ ClientId, SUBSCRIBE TopicName, WILLTOPIC WillTopic.
     for datagram in [
@@ -298,10 +213,7 @@ fn invalid_utf8_in_a_topic_name_or_client_id_is_rejected_with_its_position() {
         &[0x06, 0x12, 0x00, 0x00, 0x01, 0x80][..],
         &[0x04, 0x07, 0x00, 0xFF][..],
     ] {
-        assert!(
-            matches!(decode(datagram), Err(DecodeError::InvalidUtf8 { .. })),
-            "{datagram:02X?}"
-        );
+        assert!(matches!(decode(datagram), Err(DecodeError::InvalidUtf8 { .. })), "{datagram:02X?}");
     }
 }
 
@@ -310,10 +222,7 @@ fn a_short_topic_name_must_be_exactly_two_octets() {
     // SUBSCRIBE with TopicIdType short and a 1-octet name, then a 3-octet name.
     assert!(matches!(
         decode(&[0x06, 0x12, 0x02, 0x00, 0x01, b'x']),
-        Err(DecodeError::Truncated {
-            field: "TopicId",
-            ..
-        })
+        Err(DecodeError::Truncated { field: "TopicId", .. })
     ));
     assert!(matches!(
         decode(&[0x08, 0x12, 0x02, 0x00, 0x01, b'x', b'y', b'z']),
@@ -327,13 +236,7 @@ fn a_short_topic_name_must_be_exactly_two_octets() {
 fn an_encapsulation_without_an_inner_message_is_truncated() {
     assert_eq!(
         decode(&[0x04, 0xFE, 0x00, 0x01]),
-        Err(DecodeError::Truncated {
-            message: "header",
-            field: "Length",
-            offset: 4,
-            needed: 1,
-            available: 0
-        })
+        Err(DecodeError::Truncated { message: "header", field: "Length", offset: 4, needed: 1, available: 0 })
     );
 }
 
@@ -342,11 +245,7 @@ fn errors_inside_an_encapsulated_message_report_datagram_offsets() {
     // Inner PINGRESP followed by a stray octet.
     assert_eq!(
         decode(&[0x03, 0xFE, 0x00, 0x02, 0x17, 0x00]),
-        Err(DecodeError::TrailingBytes {
-            offset: 3,
-            declared: 2,
-            received: 3
-        })
+        Err(DecodeError::TrailingBytes { offset: 3, declared: 2, received: 3 })
     );
 }
 
@@ -366,18 +265,13 @@ fn nested_encapsulation_is_rejected_both_ways() {
         })),
     });
     let mut out = BytesMut::new();
-    assert_eq!(
-        encode(&nested, &mut out),
-        Err(EncodeError::NestedEncapsulation)
-    );
+    assert_eq!(encode(&nested, &mut out), Err(EncodeError::NestedEncapsulation));
     assert!(out.is_empty());
 }
 
 #[test]
 fn encapsulation_radius_is_bits_1_0_of_ctrl() {
-    let Ok(Message::Encapsulated(e)) = decode(&[0x03, 0xFE, 0xFE, 0x02, 0x17]) else {
-        panic!("not an encapsulation")
-    };
+    let Ok(Message::Encapsulated(e)) = decode(&[0x03, 0xFE, 0xFE, 0x02, 0x17]) else { panic!("not an encapsulation") };
     assert_eq!(e.radius(), 2);
     assert_eq!(e.ctrl, 0xFE, "reserved bits kept");
 }
@@ -390,28 +284,18 @@ fn the_stream_limit_is_enforced_from_the_length_field_alone() {
     let mut buf = BytesMut::from(&[0x01, 0x08, 0x09][..]);
     assert_eq!(
         decode_stream(&mut buf, 1024),
-        Err(DecodeError::MessageTooLarge {
-            offset: 0,
-            declared: 2057,
-            limit: 1024
-        })
+        Err(DecodeError::MessageTooLarge { offset: 0, declared: 2057, limit: 1024 })
     );
 }
 
 #[test]
 fn the_stream_limit_applies_to_the_relayed_message_of_an_encapsulation() {
     let mut buf = BytesMut::from(&[0x03, 0xFE, 0x00, 0x01, 0x08, 0x09][..]);
-    assert!(matches!(
-        decode_stream(&mut buf, 1024),
-        Err(DecodeError::MessageTooLarge { offset: 3, .. })
-    ));
+    assert!(matches!(decode_stream(&mut buf, 1024), Err(DecodeError::MessageTooLarge { offset: 3, .. })));
 }
 
 #[test]
 fn a_zero_length_in_a_stream_is_rejected_at_once() {
     let mut buf = BytesMut::from(&[0x00][..]);
-    assert!(matches!(
-        decode_stream(&mut buf, 1024),
-        Err(DecodeError::LengthTooSmall { declared: 0, .. })
-    ));
+    assert!(matches!(decode_stream(&mut buf, 1024), Err(DecodeError::LengthTooSmall { declared: 0, .. })));
 }

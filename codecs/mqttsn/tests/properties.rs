@@ -3,19 +3,14 @@
 
 use bytes::{Bytes, BytesMut};
 use mqttsn_codec::{
-    Advertise, Connect, Encapsulated, GwInfo, Message, PubAck, Publish, PublishTopic, QoS, RegAck,
-    Register, ReturnCode, SubAck, Subscribe, SubscribeTopic, Unsubscribe, WillTopic, decode,
-    decode_bytes, decode_stream, encode, encoded_len,
+    Advertise, Connect, Encapsulated, GwInfo, Message, PubAck, Publish, PublishTopic, QoS, RegAck, Register,
+    ReturnCode, SubAck, Subscribe, SubscribeTopic, Unsubscribe, WillTopic, decode, decode_bytes, decode_stream, encode,
+    encoded_len,
 };
 use proptest::prelude::*;
 
 fn qos() -> impl Strategy<Value = QoS> {
-    prop_oneof![
-        Just(QoS::MinusOne),
-        Just(QoS::Zero),
-        Just(QoS::One),
-        Just(QoS::Two)
-    ]
+    prop_oneof![Just(QoS::MinusOne), Just(QoS::Zero), Just(QoS::One), Just(QoS::Two)]
 }
 
 fn return_code() -> impl Strategy<Value = ReturnCode> {
@@ -46,13 +41,7 @@ fn non_empty_text() -> impl Strategy<Value = String> {
 }
 
 fn will_topic() -> impl Strategy<Value = Option<WillTopic>> {
-    prop::option::of(
-        (qos(), any::<bool>(), text()).prop_map(|(qos, retain, topic)| WillTopic {
-            qos,
-            retain,
-            topic,
-        }),
-    )
+    prop::option::of((qos(), any::<bool>(), text()).prop_map(|(qos, retain, topic)| WillTopic { qos, retain, topic }))
 }
 
 fn subscribe_topic() -> impl Strategy<Value = SubscribeTopic> {
@@ -74,90 +63,40 @@ fn publish_topic() -> impl Strategy<Value = PublishTopic> {
 /// Every message type except the encapsulation.
 fn plain_message() -> impl Strategy<Value = Message> {
     prop_oneof![
-        (any::<u8>(), any::<u16>())
-            .prop_map(|(gw_id, duration)| Message::Advertise(Advertise { gw_id, duration })),
+        (any::<u8>(), any::<u16>()).prop_map(|(gw_id, duration)| Message::Advertise(Advertise { gw_id, duration })),
         any::<u8>().prop_map(|radius| Message::SearchGw { radius }),
         (any::<u8>(), prop::option::of(non_empty_payload()))
             .prop_map(|(gw_id, gw_add)| Message::GwInfo(GwInfo { gw_id, gw_add })),
-        (
-            any::<bool>(),
-            any::<bool>(),
-            any::<u8>(),
-            any::<u16>(),
-            text()
-        )
-            .prop_map(|(will, clean_session, protocol_id, duration, client_id)| {
-                Message::Connect(Connect {
-                    will,
-                    clean_session,
-                    protocol_id,
-                    duration,
-                    client_id,
-                })
-            }),
+        (any::<bool>(), any::<bool>(), any::<u8>(), any::<u16>(), text()).prop_map(
+            |(will, clean_session, protocol_id, duration, client_id)| {
+                Message::Connect(Connect { will, clean_session, protocol_id, duration, client_id })
+            }
+        ),
         return_code().prop_map(|return_code| Message::ConnAck { return_code }),
         Just(Message::WillTopicReq),
         will_topic().prop_map(Message::WillTopic),
         Just(Message::WillMsgReq),
         payload().prop_map(|will_msg| Message::WillMsg { will_msg }),
         (any::<u16>(), any::<u16>(), text()).prop_map(|(topic_id, msg_id, topic_name)| {
-            Message::Register(Register {
-                topic_id,
-                msg_id,
-                topic_name,
-            })
+            Message::Register(Register { topic_id, msg_id, topic_name })
         }),
-        (any::<u16>(), any::<u16>(), return_code()).prop_map(|(topic_id, msg_id, return_code)| {
-            Message::RegAck(RegAck {
-                topic_id,
-                msg_id,
-                return_code,
-            })
-        }),
-        (
-            any::<bool>(),
-            qos(),
-            any::<bool>(),
-            publish_topic(),
-            any::<u16>(),
-            payload()
-        )
-            .prop_map(|(dup, qos, retain, topic, msg_id, data)| {
-                Message::Publish(Publish {
-                    dup,
-                    qos,
-                    retain,
-                    topic,
-                    msg_id,
-                    data,
-                })
-            }),
-        (any::<u16>(), any::<u16>(), return_code()).prop_map(|(topic_id, msg_id, return_code)| {
-            Message::PubAck(PubAck {
-                topic_id,
-                msg_id,
-                return_code,
-            })
-        }),
+        (any::<u16>(), any::<u16>(), return_code())
+            .prop_map(|(topic_id, msg_id, return_code)| { Message::RegAck(RegAck { topic_id, msg_id, return_code }) }),
+        (any::<bool>(), qos(), any::<bool>(), publish_topic(), any::<u16>(), payload()).prop_map(
+            |(dup, qos, retain, topic, msg_id, data)| {
+                Message::Publish(Publish { dup, qos, retain, topic, msg_id, data })
+            }
+        ),
+        (any::<u16>(), any::<u16>(), return_code())
+            .prop_map(|(topic_id, msg_id, return_code)| { Message::PubAck(PubAck { topic_id, msg_id, return_code }) }),
         any::<u16>().prop_map(|msg_id| Message::PubComp { msg_id }),
         any::<u16>().prop_map(|msg_id| Message::PubRec { msg_id }),
         any::<u16>().prop_map(|msg_id| Message::PubRel { msg_id }),
-        (any::<bool>(), qos(), any::<u16>(), subscribe_topic()).prop_map(
-            |(dup, qos, msg_id, topic)| Message::Subscribe(Subscribe {
-                dup,
-                qos,
-                msg_id,
-                topic,
-            })
-        ),
-        (qos(), any::<u16>(), any::<u16>(), return_code()).prop_map(
-            |(qos, topic_id, msg_id, return_code)| Message::SubAck(SubAck {
-                qos,
-                topic_id,
-                msg_id,
-                return_code,
-            })
-        ),
+        (any::<bool>(), qos(), any::<u16>(), subscribe_topic())
+            .prop_map(|(dup, qos, msg_id, topic)| Message::Subscribe(Subscribe { dup, qos, msg_id, topic })),
+        (qos(), any::<u16>(), any::<u16>(), return_code()).prop_map(|(qos, topic_id, msg_id, return_code)| {
+            Message::SubAck(SubAck { qos, topic_id, msg_id, return_code })
+        }),
         (any::<u16>(), subscribe_topic())
             .prop_map(|(msg_id, topic)| Message::Unsubscribe(Unsubscribe { msg_id, topic })),
         any::<u16>().prop_map(|msg_id| Message::UnsubAck { msg_id }),
