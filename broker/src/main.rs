@@ -81,6 +81,8 @@ fn init_logging(level: &str) {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
+    // Installed first, so that a stop requested right after readiness is handled gracefully.
+    let stop = stop_signal()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     let metrics = Arc::new(Metrics::new());
@@ -98,9 +100,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
         info!(listener = "http", address = %addr, "listening");
     }
     info!(version = env!("CARGO_PKG_VERSION"), "tolk ready");
+    notify_systemd(&[sd_notify::NotifyState::Ready]);
 
-    wait_for_stop_signal().await?;
+    stop.await?;
     info!("stop signal received; draining connections");
+    notify_systemd(&[sd_notify::NotifyState::Stopping]);
     ctx.shutdown.cancel();
     ctx.tracker.close();
     let drain = config.shutdown.drain_timeout;
@@ -111,17 +115,24 @@ async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_stop_signal() -> anyhow::Result<()> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-        tokio::select! {
-            result = tokio::signal::ctrl_c() => result.context("cannot listen for SIGINT")?,
-            _ = terminate.recv() => {}
-        }
+/// Tells systemd (`Type=notify` units) about readiness and shutdown; a no-op elsewhere.
+fn notify_systemd(state: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(state) {
+        warn!(error = %e, "cannot notify systemd");
     }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.context("cannot listen for Ctrl-C")?;
-    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM. The handlers are registered when this is called, not when
+/// the future is first polled.
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = anyhow::Result<()>>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        Ok(())
+    })
 }

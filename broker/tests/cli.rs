@@ -72,6 +72,28 @@ fn config_errors_name_file_field_and_problem_and_exit_non_zero() {
 }
 
 #[test]
+fn tells_systemd_it_is_ready_once_listening_and_when_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let port = free_port();
+    let config =
+        write_config(&dir, &format!("data_dir = {:?}\n[http]\nbind = \"127.0.0.1:{port}\"\n", dir.path().join("d")));
+    let mut child =
+        tolk().arg("--config").arg(config).env("NOTIFY_SOCKET", &socket_path).stderr(Stdio::null()).spawn().unwrap();
+    let mut buf = [0u8; 256];
+    let n = socket.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"READY=1\n");
+    assert!(http_get(port, "/healthz").ends_with("ok\n"), "listeners are up when READY=1 is sent");
+    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    let n = socket.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"STOPPING=1\n");
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
 fn serves_health_metrics_and_latency_then_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
