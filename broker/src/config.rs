@@ -29,6 +29,8 @@ pub struct Config {
     pub core: RouterConfig,
     /// The HTTP server (metrics, health, latency API).
     pub http: HttpConfig,
+    /// The STOMP front end.
+    pub stomp: tolk_stomp::StompConfig,
 }
 
 impl Default for Config {
@@ -39,6 +41,7 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             core: RouterConfig::default(),
             http: HttpConfig::default(),
+            stomp: tolk_stomp::StompConfig::default(),
         }
     }
 }
@@ -131,7 +134,11 @@ impl Config {
 
     /// The enabled protocol front ends, built from their sections.
     pub fn front_ends(&self) -> Vec<Box<dyn FrontEnd>> {
-        Vec::new()
+        let mut front_ends: Vec<Box<dyn FrontEnd>> = Vec::new();
+        if self.stomp.enabled {
+            front_ends.push(Box::new(tolk_stomp::StompFrontEnd::new(self.stomp.clone())));
+        }
+        front_ends
     }
 }
 

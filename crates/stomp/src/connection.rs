@@ -1,0 +1,158 @@
+//! The per-connection task: one `tokio::select!` over socket reads, outbox deliveries, the
+//! session's timer and broker shutdown. It owns the socket, the read buffer and the decoder;
+//! every decision is the [`StompSession`]'s. After each event it writes everything the session
+//! produced and flushes once.
+//!
+//! The decoder is driven straight from the read buffer (no `FramedRead`) so that every byte
+//! read, not only every complete frame, counts as proof of life for heart-beating.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use stomp_codec::{Decoded, Decoder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::time::{sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+use tolk_core::listener::Connection;
+use tolk_core::{CloseReason, Protocol, frontend::record_delivery};
+use tracing::debug;
+
+use crate::frontend::StompHandler;
+use crate::session::{Now, StompSession, Written};
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 8 * 1024;
+/// Deliveries taken from the outbox per wake-up, so one flush covers a burst.
+const BATCH: usize = 64;
+/// After ERROR (or the DISCONNECT receipt), how long the broker keeps reading and discarding
+/// before it drops the socket. Closing with unread input makes the kernel send RST, which can
+/// destroy the ERROR frame before the client reads it; half-closing and draining for a moment
+/// lets the client see ERROR then EOF.
+const LINGER: Duration = Duration::from_secs(1);
+/// Most bytes discarded while lingering.
+const LINGER_BYTES: usize = 1024 * 1024;
+
+/// Runs one STOMP connection to its end.
+pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> CloseReason {
+    let Connection { stream, peer, shutdown, router } = connection;
+    let (mut reader, mut writer) = stream.into_split();
+    let metrics = router.metrics().clone();
+    let config = handler.config.clone();
+    let core = router.open_session(Protocol::Stomp);
+    let mut session = StompSession::new(config.clone(), handler.auth.clone(), peer, core, Instant::now());
+    let mut decoder = Decoder::new(config.limits());
+    let mut input = BytesMut::with_capacity(READ_CHUNK);
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut written: Vec<Written> = Vec::new();
+
+    loop {
+        let deadline = session.poll_timeout();
+        input.reserve(READ_CHUNK);
+        let step = tokio::select! {
+            _ = shutdown.cancelled() => Err(session.handle_shutdown()),
+            read = reader.read_buf(&mut input) => match read {
+                Ok(0) if input.is_empty() => return CloseReason::ClientClosed,
+                Ok(0) => {
+                    debug!(buffered = input.len(), "connection ended inside a frame");
+                    return CloseReason::IoError;
+                }
+                Ok(_) => {
+                    session.note_read(Instant::now());
+                    decode_input(&mut decoder, &mut input, &mut session)
+                }
+                Err(e) => {
+                    debug!(error = %e, "read failed");
+                    return CloseReason::IoError;
+                }
+            },
+            drained = session.receiver().drain(&mut batch, BATCH), if session.accepts_deliveries() => match drained {
+                Ok(_) => {
+                    let now = Now::current();
+                    written.extend(batch.drain(..).filter_map(|d| session.handle_delivery(d, now)));
+                    Ok(())
+                }
+                Err(_overflowed) => Err(session.handle_slow_consumer()),
+            },
+            () = sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => {
+                session.handle_timeout(Instant::now())
+            }
+        };
+
+        if let Some(mut out) = session.take_output() {
+            match timeout(config.write_timeout, writer.write_all_buf(&mut out)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    debug!(error = %e, "write failed");
+                    return CloseReason::IoError;
+                }
+                Err(_) => {
+                    debug!(timeout = ?config.write_timeout, "write timed out");
+                    return CloseReason::SlowConsumer;
+                }
+            }
+            let written_at = Instant::now();
+            session.note_written(written_at);
+            let counters = metrics.protocol(Protocol::Stomp);
+            for w in written.drain(..) {
+                counters.messages_out.fetch_add(1, Relaxed);
+                record_delivery(&metrics, Protocol::Stomp, &w.delivery, w.taken_at, written_at);
+                if w.settle
+                    && let Some(ack) = &w.delivery.ack
+                {
+                    ack.ack();
+                }
+            }
+        }
+
+        if let Err(reason) = step {
+            linger(&mut reader, &mut writer, &shutdown).await;
+            return reason;
+        }
+    }
+}
+
+/// Hands every complete frame in `input` to the session; stops at the first that ends it.
+fn decode_input(decoder: &mut Decoder, input: &mut BytesMut, session: &mut StompSession) -> Result<(), CloseReason> {
+    loop {
+        match decoder.decode(input) {
+            Ok(None) => return Ok(()),
+            Ok(Some(Decoded::HeartBeat)) => {}
+            Ok(Some(Decoded::Frame(frame))) => {
+                session.handle_frame(frame, Now::current())?;
+                if decoder.version().is_none()
+                    && let Some(version) = session.version()
+                {
+                    // Escapes apply from the frame after CONNECT on.
+                    decoder.set_version(version);
+                }
+            }
+            Err(e) => return Err(session.handle_decode_error(e)),
+        }
+    }
+}
+
+/// Half-closes, then reads and discards until the client closes, for at most [`LINGER`].
+async fn linger(reader: &mut OwnedReadHalf, writer: &mut OwnedWriteHalf, shutdown: &CancellationToken) {
+    if shutdown.is_cancelled() {
+        let _ = timeout(Duration::from_millis(100), writer.shutdown()).await;
+        return;
+    }
+    let drain = async {
+        let _ = writer.shutdown().await;
+        let mut sink = [0u8; 4096];
+        let mut total = 0;
+        while let Ok(n) = reader.read(&mut sink).await {
+            total += n;
+            if n == 0 || total > LINGER_BYTES {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = timeout(LINGER, drain) => {}
+    }
+}

@@ -1,0 +1,78 @@
+//! [`StompFrontEnd`]: the STOMP listener as the broker sees it (a [`FrontEnd`]), and the
+//! [`ConnectionHandler`] the shared TCP accept loop runs for each connection.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
+use tolk_core::listener::{Connection, ConnectionHandler, bind_tcp, spawn_tcp};
+use tolk_core::{CloseReason, Protocol};
+
+use crate::auth::{AllowAll, Authenticator};
+use crate::config::StompConfig;
+use crate::connection;
+
+/// The STOMP front end: `StompFrontEnd::new(config)` and hand it to the broker.
+pub struct StompFrontEnd {
+    config: StompConfig,
+    auth: Arc<dyn Authenticator>,
+}
+
+impl StompFrontEnd {
+    /// A front end that accepts every client (see [`StompFrontEnd::with_authenticator`]).
+    pub fn new(config: StompConfig) -> Self {
+        StompFrontEnd { config, auth: Arc::new(AllowAll) }
+    }
+
+    /// Replaces the authentication hook that CONNECT's `login`/`passcode`/`host` go through.
+    pub fn with_authenticator(mut self, auth: Arc<dyn Authenticator>) -> Self {
+        self.auth = auth;
+        self
+    }
+}
+
+impl FrontEnd for StompFrontEnd {
+    fn name(&self) -> &'static str {
+        "stomp"
+    }
+
+    fn listens(&self) -> Vec<Listen> {
+        if !self.config.enabled {
+            return Vec::new();
+        }
+        vec![Listen { name: "stomp", transport: Transport::Tcp, addr: self.config.bind }]
+    }
+
+    fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture {
+        Box::pin(async move {
+            if !self.config.enabled {
+                return Ok(Vec::new());
+            }
+            let listener = bind_tcp("stomp", self.config.bind).await?;
+            let addr = listener.local_addr()?;
+            let max_connections = self.config.max_connections;
+            let handler = Arc::new(StompHandler { config: Arc::new(self.config), auth: self.auth });
+            spawn_tcp(listener, handler, max_connections, &ctx);
+            tracing::info!(%addr, "STOMP listening");
+            Ok(vec![addr])
+        })
+    }
+}
+
+/// What every connection shares: configuration and the authentication hook.
+pub(crate) struct StompHandler {
+    /// The `[stomp]` settings.
+    pub config: Arc<StompConfig>,
+    /// CONNECT credentials go through this.
+    pub auth: Arc<dyn Authenticator>,
+}
+
+impl ConnectionHandler for StompHandler {
+    fn protocol(&self) -> Protocol {
+        Protocol::Stomp
+    }
+
+    fn handle(self: Arc<Self>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
+        connection::run(self, connection)
+    }
+}
