@@ -29,6 +29,8 @@ pub struct Config {
     pub core: RouterConfig,
     /// The HTTP server (metrics, health, latency API).
     pub http: HttpConfig,
+    /// The MQTT front end.
+    pub mqtt: tolk_mqtt::MqttConfig,
     /// The STOMP front end.
     pub stomp: tolk_stomp::StompConfig,
 }
@@ -41,6 +43,7 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             core: RouterConfig::default(),
             http: HttpConfig::default(),
+            mqtt: tolk_mqtt::MqttConfig::default(),
             stomp: tolk_stomp::StompConfig::default(),
         }
     }
@@ -135,6 +138,9 @@ impl Config {
     /// The enabled protocol front ends, built from their sections.
     pub fn front_ends(&self) -> Vec<Box<dyn FrontEnd>> {
         let mut front_ends: Vec<Box<dyn FrontEnd>> = Vec::new();
+        if self.mqtt.enabled {
+            front_ends.push(Box::new(tolk_mqtt::MqttFrontEnd::new(self.mqtt.clone())));
+        }
         if self.stomp.enabled {
             front_ends.push(Box::new(tolk_stomp::StompFrontEnd::new(self.stomp.clone())));
         }

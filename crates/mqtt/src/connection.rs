@@ -1,0 +1,339 @@
+//! One client connection from first byte to close: the CONNECT handshake (protocol level peek,
+//! client id claim, session resume or takeover), then one `tokio::select!` over socket reads,
+//! outbox batches, the keep-alive timer, takeover and shutdown. Everything queued in a round is
+//! written, then flushed once.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use rmqtt_codec::v5::{self, ConnectAckReason, DisconnectReasonCode as Dis};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tolk_core::listener::Connection;
+use tolk_core::{CloseReason, Protocol, Router};
+use tracing::{Instrument, debug, info, info_span};
+
+use crate::codec::{CONNACK_UNACCEPTABLE_PROTOCOL, CodecError, Packet, PacketCodec, Version, peek_version};
+use crate::config::MqttConfig;
+use crate::connect::{Refusal, plan};
+use crate::registry::{Claim, ClaimError, Parked, Registry};
+use crate::session::{Close, Flow, MqttSession};
+use crate::state::SessionState;
+use crate::will::{Will, WillTiming};
+
+/// Deliveries taken from the outbox per round at most (then written and flushed together).
+const BATCH: usize = 64;
+
+/// What every connection of one front end shares.
+pub struct Shared {
+    /// The listener's settings.
+    pub config: Arc<MqttConfig>,
+    /// Client ids and offline sessions.
+    pub registry: Arc<Registry>,
+}
+
+/// The socket plus the read buffer.
+struct Io {
+    stream: TcpStream,
+    rbuf: BytesMut,
+    shutdown: CancellationToken,
+    config: Arc<MqttConfig>,
+}
+
+enum WriteError {
+    Failed,
+    Shutdown,
+}
+
+impl Io {
+    /// Writes and flushes `out` completely, giving up after the write timeout or at shutdown.
+    async fn write(&mut self, out: &mut BytesMut) -> Result<(), WriteError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let write = tokio::time::timeout(self.config.write_timeout, self.stream.write_all(out));
+        let result = tokio::select! {
+            r = write => match r {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(_)) | Err(_) => Err(WriteError::Failed),
+            },
+            _ = self.shutdown.cancelled() => Err(WriteError::Shutdown),
+        };
+        out.clear();
+        result
+    }
+
+    /// Best effort for the last words before closing.
+    async fn write_final(&mut self, bytes: &[u8]) {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.stream.write_all(bytes)).await;
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+/// Runs one connection to its end.
+pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
+    let Connection { stream, shutdown, router, .. } = connection;
+    let config = shared.config.clone();
+    let mut io = Io { stream, rbuf: BytesMut::with_capacity(4096), shutdown, config };
+    let deadline = tokio::time::Instant::now() + io.config.connect_timeout;
+    let shutdown = io.shutdown.clone();
+    let handshake = tokio::select! {
+        r = handshake(&mut io, &shared, &router) => r,
+        _ = tokio::time::sleep_until(deadline) => Err(Refused(CloseReason::ProtocolError, "no CONNECT in time".into())),
+        _ = shutdown.cancelled() => Err(Refused(CloseReason::Shutdown, String::new())),
+    };
+    let (session, claim) = match handshake {
+        Ok(parts) => parts,
+        Err(Refused(reason, detail)) => {
+            if !detail.is_empty() {
+                info!(%reason, detail, "connection refused");
+            }
+            return reason;
+        }
+    };
+    let span = info_span!("mqtt", client_id = %session.client_id());
+    serve(io, shared, session, claim).instrument(span).await
+}
+
+/// Why the handshake ended the connection (the detail is logged; empty for a quiet close).
+struct Refused(CloseReason, String);
+
+/// Reads until the CONNECT is complete, decides on it and answers with CONNACK.
+async fn handshake(io: &mut Io, shared: &Shared, router: &Router) -> Result<(MqttSession, Claim), Refused> {
+    let max = io.config.max_packet_size_bytes;
+    let refuse = |detail: String| Refused(CloseReason::ProtocolError, detail);
+    // 1. Which protocol level (MQTT-3.1.2-2), from the first bytes.
+    let (version, _level) = loop {
+        match peek_version(&io.rbuf, max) {
+            Ok(Some(v)) => break v,
+            Ok(None) => {}
+            Err(CodecError::UnsupportedLevel(level)) => {
+                io.write_final(&CONNACK_UNACCEPTABLE_PROTOCOL).await;
+                return Err(refuse(format!("protocol level {level} is not supported")));
+            }
+            Err(e @ CodecError::TooLarge { .. }) => {
+                return Err(Refused(CloseReason::LimitExceeded, e.to_string()));
+            }
+            Err(e) => return Err(refuse(e.to_string())),
+        }
+        read_more(io).await?;
+    };
+    // 2. The CONNECT itself.
+    let mut codec = PacketCodec::new(version, max);
+    let connect = loop {
+        match codec.decode_connect(&mut io.rbuf) {
+            Ok(Some(Packet::Connect(c))) => break c,
+            Ok(Some(_)) => return Err(refuse("first packet is not CONNECT".into())),
+            Ok(None) => read_more(io).await?,
+            Err(e) if e.is_identifier_rejected() => {
+                refuse_connack(io, &mut codec, ConnectAckReason::ClientIdentifierNotValid).await;
+                return Err(refuse(format!("bad CONNECT: {e}")));
+            }
+            Err(e) => {
+                if version == Version::V5 {
+                    let code = if matches!(e.reason_code(), Dis::ProtocolError) {
+                        ConnectAckReason::ProtocolError
+                    } else {
+                        ConnectAckReason::MalformedPacket
+                    };
+                    refuse_connack(io, &mut codec, code).await;
+                }
+                return Err(refuse(format!("bad CONNECT: {e}")));
+            }
+        }
+    };
+    // 3. The decision.
+    let mut plan = match plan(&connect, version, &io.config, || format!("tolk-{}", router.next_session_id().0)) {
+        Ok(p) => p,
+        Err(Refusal::Connack(code, why)) => {
+            refuse_connack(io, &mut codec, code).await;
+            return Err(refuse(why.to_owned()));
+        }
+        Err(Refusal::Close(why)) => return Err(refuse(why.to_owned())),
+    };
+    // 4. The client id: a stored session, or a takeover of a live one.
+    let mut claim = match shared.registry.claim(&plan.client_id).await {
+        Ok(c) => c,
+        Err(e @ ClaimError::Full(_)) => {
+            let code = if version == Version::V5 {
+                ConnectAckReason::QuotaExceeded
+            } else {
+                ConnectAckReason::ServerUnavailable
+            };
+            refuse_connack(io, &mut codec, code).await;
+            return Err(Refused(CloseReason::LimitExceeded, e.to_string()));
+        }
+    };
+    let credit = usize::from(io.config.max_inflight.min(plan.client_receive_max).max(1));
+    let now = Instant::now();
+    let (state, session_present) = match claim.previous.take() {
+        Some(parked) if !plan.clean_start => {
+            // Back before the will delay ran out: the will is not sent (§3.1.3.2.2).
+            let mut state = parked.state;
+            state.expiry = plan.expiry;
+            if let Err(e) = state.attach(credit) {
+                tracing::warn!(error = %e, "could not rejoin a shared subscription");
+            }
+            (state, true)
+        }
+        previous => {
+            if let Some(parked) = previous {
+                // Clean start ends the stored session, which publishes a will still waiting.
+                if let Some((will, _)) = &parked.will {
+                    will.publish(&parked.state.core, &parked.state.client_id, now);
+                }
+            }
+            let core = router.open_session(Protocol::Mqtt);
+            (Box::new(SessionState::new(core, plan.client_id.clone(), plan.expiry)), false)
+        }
+    };
+    let metrics = router.metrics().clone();
+    let mut session = MqttSession::new(state, codec, &mut plan, io.config.clone(), metrics);
+    session.connack(&plan, session_present);
+    if session_present {
+        session.resend_inflight(now);
+    }
+    debug!(client_id = %plan.client_id, ?version, session_present, "connected");
+    Ok((session, claim))
+}
+
+async fn refuse_connack(io: &mut Io, codec: &mut PacketCodec, reason_code: ConnectAckReason) {
+    let mut out = BytesMut::new();
+    let ack = v5::ConnectAck { reason_code, ..Default::default() };
+    if codec.encode(Packet::ConnectAck(Box::new(ack)), &mut out).is_ok() {
+        io.write_final(&out).await;
+    }
+}
+
+async fn read_more(io: &mut Io) -> Result<(), Refused> {
+    match io.stream.read_buf(&mut io.rbuf).await {
+        Ok(0) => Err(Refused(CloseReason::ClientClosed, String::new())),
+        Ok(_) => Ok(()),
+        Err(_) => Err(Refused(CloseReason::IoError, String::new())),
+    }
+}
+
+/// How the connected phase ended.
+struct End {
+    reason: CloseReason,
+    /// Publish the will (the client did not say a normal goodbye).
+    will: bool,
+    /// MQTT 5 DISCONNECT to send before closing.
+    code: Option<Dis>,
+}
+
+async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut claim: Claim) -> CloseReason {
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut last_heard = tokio::time::Instant::now();
+    let keep_alive = session.keep_alive_timeout();
+    let end = 'conn: loop {
+        // Retained messages for new subscriptions go before more outbox traffic.
+        if session.has_pending() {
+            session.flush_pending(Instant::now());
+        }
+        match io.write(session.output()).await {
+            Ok(()) => session.after_write(Instant::now()),
+            Err(WriteError::Failed) => break End { reason: CloseReason::SlowConsumer, will: true, code: None },
+            Err(WriteError::Shutdown) => break End { reason: CloseReason::Shutdown, will: false, code: None },
+        }
+        let free = if session.has_pending() { 0 } else { session.free_window().min(BATCH) };
+        let keep_alive_deadline = keep_alive.map(|t| last_heard + t);
+        tokio::select! {
+            biased;
+            _ = io.shutdown.cancelled() => {
+                break End { reason: CloseReason::Shutdown, will: false, code: Some(Dis::ServerShuttingDown) };
+            }
+            _ = &mut claim.kicked => {
+                break End { reason: CloseReason::SessionTakenOver, will: true, code: Some(Dis::SessionTakenOver) };
+            }
+            read = io.stream.read_buf(&mut io.rbuf) => {
+                match read {
+                    Ok(0) => break End { reason: CloseReason::ClientClosed, will: true, code: None },
+                    Ok(_) => last_heard = tokio::time::Instant::now(),
+                    Err(_) => break End { reason: CloseReason::IoError, will: true, code: None },
+                }
+                loop {
+                    let packet = match session.decode(&mut io.rbuf) {
+                        Ok(Some(p)) => p,
+                        Ok(None) => break,
+                        Err(close) => break 'conn closed(close),
+                    };
+                    match session.handle(packet, Instant::now()) {
+                        Ok(Flow::Continue) => {}
+                        Ok(Flow::Disconnect { will }) => break 'conn End { reason: CloseReason::ClientClosed, will, code: None },
+                        Err(close) => break 'conn closed(close),
+                    }
+                }
+            }
+            // Polled even with a full window (free = 0): it then returns only when the outbox
+            // overflows, which is how a client that stops acknowledging is noticed.
+            drained = session.state().core.receiver().drain(&mut batch, free) => {
+                if drained.is_err() {
+                    break End { reason: CloseReason::SlowConsumer, will: true, code: Some(Dis::QuotaExceeded) };
+                }
+                let taken_at = Instant::now();
+                for delivery in batch.drain(..) {
+                    session.deliver(delivery, taken_at, taken_at);
+                }
+            }
+            _ = sleep_until_opt(keep_alive_deadline) => {
+                break End { reason: CloseReason::KeepAliveTimeout, will: true, code: Some(Dis::KeepAliveTimeout) };
+            }
+        }
+    };
+    // Deliveries drained but not encoded (only when a round broke off) go back to the outbox.
+    if !batch.is_empty() {
+        session.state().core.receiver().requeue_front(batch.drain(..));
+    }
+    if let Some(code) = end.code
+        && session.version() == Version::V5
+    {
+        session.disconnect(code);
+    }
+    let last = std::mem::take(session.output());
+    io.write_final(&last).await;
+    finish(&shared, session, claim.conn, end.reason, end.will);
+    end.reason
+}
+
+fn closed(close: Close) -> End {
+    info!(reason = %close.reason, code = ?close.code, detail = close.detail, "closing connection");
+    End { reason: close.reason, will: true, code: close.code }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Hands the session to the registry (persistent) or ends it, and deals with the will.
+fn finish(shared: &Shared, session: MqttSession, conn: u64, reason: CloseReason, will_wanted: bool) {
+    let now = Instant::now();
+    let client_id = session.client_id().clone();
+    let (state, will) = session.finish(will_wanted && reason != CloseReason::Shutdown);
+    let mut delayed = None;
+    if let Some(will) = will {
+        match will.timing(state.expiry, now) {
+            WillTiming::Now(w) => w.publish(&state.core, &client_id, now),
+            WillTiming::At(w, at) => delayed = Some((w, at)),
+        }
+    }
+    if state.expiry.is_zero() {
+        shared.registry.release(&client_id, conn, None);
+        return;
+    }
+    let parked = Parked { expires_at: now + state.expiry, state, will: delayed };
+    if let Some(leftover) = shared.registry.release(&client_id, conn, Some(parked)) {
+        end_session(leftover.state, leftover.will.map(|(w, _)| w), now);
+    }
+}
+
+fn end_session(state: Box<SessionState>, will: Option<Will>, now: Instant) {
+    if let Some(will) = will {
+        will.publish(&state.core, &state.client_id, now);
+    }
+}

@@ -1,0 +1,211 @@
+//! Every client id the broker knows, connected or not: the place where a new connection finds
+//! its persistent session, where a second connection with the same id takes over the first
+//! (MQTT-3.1.4-2; MQTT 5 DISCONNECT 0x8E), and where offline sessions wait for their client,
+//! their delayed will or their expiry.
+//!
+//! One `std::sync::Mutex` around a map: every operation is a lookup and a move, never held
+//! across an await. A reaper task sleeps until the earliest will or expiry deadline.
+
+use std::collections::HashMap;
+use std::pin::pin;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::state::SessionState;
+use crate::will::Will;
+
+/// How long a new connection waits for the connection it takes over to hand back the session.
+const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// A session parked while its client is away.
+pub struct Parked {
+    /// The session.
+    pub state: Box<SessionState>,
+    /// When it expires.
+    pub expires_at: Instant,
+    /// A delayed will and when it is due.
+    pub will: Option<(Will, Instant)>,
+}
+
+enum Entry {
+    Online { conn: u64, kick: Option<oneshot::Sender<()>> },
+    Offline(Box<Parked>),
+}
+
+/// What a connection gets for its client id.
+pub struct Claim {
+    /// This connection's token for [`Registry::release`].
+    pub conn: u64,
+    /// The offline session it found, if any.
+    pub previous: Option<Parked>,
+    /// Fires when another connection takes the client id over.
+    pub kicked: oneshot::Receiver<()>,
+}
+
+/// Why a client id could not be claimed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ClaimError {
+    /// `max_sessions` client ids are known already.
+    #[error("session limit of {0} reached")]
+    Full(usize),
+}
+
+/// The client-id registry of one MQTT front end.
+pub struct Registry {
+    inner: Mutex<Inner>,
+    changed: Notify,
+    max_sessions: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    sessions: HashMap<String, Entry>,
+    last_conn: u64,
+}
+
+impl Registry {
+    /// An empty registry admitting at most `max_sessions` client ids.
+    pub fn new(max_sessions: usize) -> Self {
+        Registry { inner: Mutex::default(), changed: Notify::new(), max_sessions: max_sessions.max(1) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every critical section leaves the map consistent, so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Claims `client_id` for a new connection. A connection already holding it is told to
+    /// close and park its session, and the claim then takes that session.
+    pub async fn claim(&self, client_id: &str) -> Result<Claim, ClaimError> {
+        loop {
+            let mut released = pin!(self.changed.notified());
+            let holder = {
+                let mut inner = self.lock();
+                match inner.sessions.get_mut(client_id) {
+                    None => {
+                        if inner.sessions.len() >= self.max_sessions {
+                            return Err(ClaimError::Full(self.max_sessions));
+                        }
+                        return Ok(Self::attach(&mut inner, client_id, None));
+                    }
+                    Some(Entry::Offline(_)) => {
+                        let previous = match inner.sessions.remove(client_id) {
+                            Some(Entry::Offline(parked)) => Some(*parked),
+                            _ => None,
+                        };
+                        return Ok(Self::attach(&mut inner, client_id, previous));
+                    }
+                    Some(Entry::Online { conn, kick }) => {
+                        if let Some(kick) = kick.take() {
+                            let _ = kick.send(());
+                        }
+                        released.as_mut().enable();
+                        *conn
+                    }
+                }
+            };
+            if tokio::time::timeout(TAKEOVER_WAIT, released).await.is_err() {
+                // The old connection is stuck (e.g. blocked in a write): take the id anyway. Its
+                // session is discarded when it finally releases.
+                tracing::warn!(client_id, "previous connection did not hand over its session in time");
+                let mut inner = self.lock();
+                if matches!(inner.sessions.get(client_id), Some(Entry::Online { conn, .. }) if *conn == holder) {
+                    inner.sessions.remove(client_id);
+                }
+            }
+        }
+    }
+
+    fn attach(inner: &mut Inner, client_id: &str, previous: Option<Parked>) -> Claim {
+        inner.last_conn += 1;
+        let conn = inner.last_conn;
+        let (kick, kicked) = oneshot::channel();
+        inner.sessions.insert(client_id.to_owned(), Entry::Online { conn, kick: Some(kick) });
+        Claim { conn, previous, kicked }
+    }
+
+    /// The connection `conn` is done with `client_id`: park its session (`Some`) or forget the
+    /// id (`None`, the session ended). When the id was taken from it meanwhile, the session is
+    /// handed back so the caller can end it.
+    pub fn release(&self, client_id: &str, conn: u64, park: Option<Parked>) -> Option<Parked> {
+        let leftover = {
+            let mut inner = self.lock();
+            let ours = matches!(inner.sessions.get(client_id), Some(Entry::Online { conn: c, .. }) if *c == conn);
+            match (ours, park) {
+                (true, Some(parked)) => {
+                    inner.sessions.insert(client_id.to_owned(), Entry::Offline(Box::new(parked)));
+                    None
+                }
+                (true, None) => {
+                    inner.sessions.remove(client_id);
+                    None
+                }
+                (false, park) => park,
+            }
+        };
+        self.changed.notify_waiters();
+        leftover
+    }
+
+    /// Publishes due delayed wills and ends expired offline sessions (publishing their will if
+    /// it was still waiting: the will goes out at session end at the latest). Returns the next
+    /// deadline.
+    pub fn sweep(&self, now: Instant) -> Option<Instant> {
+        let mut expired = Vec::new();
+        let mut next: Option<Instant> = None;
+        {
+            let mut inner = self.lock();
+            let ids: Vec<String> = inner
+                .sessions
+                .iter()
+                .filter(|(_, e)| matches!(e, Entry::Offline(p) if p.expires_at <= now))
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in ids {
+                if let Some(Entry::Offline(parked)) = inner.sessions.remove(&id) {
+                    expired.push(*parked);
+                }
+            }
+            for entry in inner.sessions.values_mut() {
+                let Entry::Offline(parked) = entry else { continue };
+                if parked.will.as_ref().is_some_and(|(_, at)| *at <= now)
+                    && let Some((will, _)) = parked.will.take()
+                {
+                    // Publishing takes router locks only; nothing holds those while waiting
+                    // for this one, so doing it here cannot deadlock.
+                    will.publish(&parked.state.core, &parked.state.client_id, now);
+                }
+                let due = parked.will.as_ref().map_or(parked.expires_at, |(_, at)| (*at).min(parked.expires_at));
+                next = Some(next.map_or(due, |n| n.min(due)));
+            }
+        }
+        // Ended sessions are dropped outside the registry lock (their clean-up takes router locks).
+        for parked in expired {
+            tracing::debug!(client_id = %parked.state.client_id, "offline session expired");
+            if let Some((will, _)) = &parked.will {
+                will.publish(&parked.state.core, &parked.state.client_id, now);
+            }
+        }
+        next
+    }
+
+    /// Runs [`Registry::sweep`] at every deadline until `shutdown`.
+    pub async fn run_reaper(&self, shutdown: CancellationToken) {
+        loop {
+            let mut changed = pin!(self.changed.notified());
+            changed.as_mut().enable();
+            let next = self.sweep(Instant::now());
+            let sleep =
+                tokio::time::sleep_until(next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)).into());
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = changed => {}
+                _ = sleep => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,612 @@
+//! The MQTT session state machine for a connected client, driven without I/O: bytes in through
+//! [`MqttSession::decode`] and [`MqttSession::handle`], deliveries in through
+//! [`MqttSession::deliver`], bytes out through [`MqttSession::output`]. Time is passed in.
+//! The connection task (connection.rs) owns the socket and the timers.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU16;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use rmqtt_codec::types::{Publish, QoS as WireQoS};
+use rmqtt_codec::v5::{
+    self, DisconnectReasonCode as Dis, PublishAck2Reason, PublishAckReason, RetainHandling, SubscribeAckReason,
+    UnsubscribeAckReason,
+};
+use tolk_core::frontend::record_delivery;
+use tolk_core::{CloseReason, Delivery, DropReason, Metrics, Origin, Protocol, QoS, SubscriptionOptions, topic};
+
+use crate::alias::{InboundAliases, OutboundAliases, OutboundTopic};
+use crate::codec::{CodecError, Packet, PacketCodec, Version};
+use crate::config::MqttConfig;
+use crate::connect::ConnectPlan;
+use crate::inflight::Awaiting;
+use crate::state::SessionState;
+use crate::subscriptions::{FilterKind, SubEntry, parse_filter};
+use crate::translate::{self, qos_in};
+use crate::will::Will;
+
+/// Why the session must end its connection, and what to tell the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Close {
+    /// The metric label.
+    pub reason: CloseReason,
+    /// MQTT 5 DISCONNECT reason code to send first (3.1.1 just closes).
+    pub code: Option<Dis>,
+    /// For the log line.
+    pub detail: String,
+}
+
+impl Close {
+    /// The client broke the protocol.
+    pub fn protocol(code: Dis, detail: impl Into<String>) -> Close {
+        Close { reason: CloseReason::ProtocolError, code: Some(code), detail: detail.into() }
+    }
+
+    /// The client exceeded a limit.
+    pub fn limit(code: Dis, detail: impl Into<String>) -> Close {
+        Close { reason: CloseReason::LimitExceeded, code: Some(code), detail: detail.into() }
+    }
+}
+
+impl From<CodecError> for Close {
+    fn from(e: CodecError) -> Close {
+        let reason = match e {
+            CodecError::TooLarge { .. } => CloseReason::LimitExceeded,
+            _ => CloseReason::ProtocolError,
+        };
+        Close { reason, code: Some(e.reason_code()), detail: e.to_string() }
+    }
+}
+
+/// What to do after a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep going.
+    Continue,
+    /// The client sent DISCONNECT; `will` is set for MQTT 5 reason 0x04.
+    Disconnect {
+        /// Publish the will anyway.
+        will: bool,
+    },
+}
+
+/// A delivery encoded into the output but not yet handed to the socket.
+enum Written {
+    /// QoS 0: settled (and its queue delivery acknowledged) once written.
+    AtMostOnce(Delivery),
+    /// QoS 1/2: lives in the session's outgoing flows under this id.
+    Tracked(NonZeroU16),
+}
+
+/// One connected client's session.
+pub struct MqttSession {
+    state: Box<SessionState>,
+    codec: PacketCodec,
+    out: BytesMut,
+    written: Vec<(Written, Instant)>,
+    /// Retained messages for new subscriptions, waiting for window space. Bounded by the
+    /// retained store's size.
+    pending: VecDeque<Delivery>,
+    config: Arc<MqttConfig>,
+    metrics: Arc<Metrics>,
+    will: Option<Will>,
+    /// MQTT-3.14.2-2: a session that connected with expiry 0 may not set one at DISCONNECT.
+    connected_with_zero_expiry: bool,
+    window: usize,
+    client_max_packet: Option<u32>,
+    inbound_aliases: InboundAliases,
+    outbound_aliases: OutboundAliases,
+    keep_alive_timeout: Option<Duration>,
+}
+
+fn settle(delivery: &Delivery) {
+    if let Some(ack) = &delivery.ack {
+        ack.ack();
+    }
+}
+
+impl MqttSession {
+    /// A session for an accepted CONNECT. `state` is fresh or resumed.
+    pub fn new(
+        state: Box<SessionState>,
+        codec: PacketCodec,
+        plan: &mut ConnectPlan,
+        config: Arc<MqttConfig>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let window = usize::from(config.max_inflight.min(plan.client_receive_max).max(1));
+        let version = codec.version();
+        let (alias_in, alias_out) = match version {
+            Version::V5 => (config.topic_alias_maximum, plan.client_alias_max.min(config.topic_alias_maximum)),
+            Version::V3 => (0, 0),
+        };
+        MqttSession {
+            connected_with_zero_expiry: state.expiry.is_zero(),
+            state,
+            codec,
+            out: BytesMut::with_capacity(4096),
+            written: Vec::new(),
+            pending: VecDeque::new(),
+            will: plan.will.take(),
+            window,
+            client_max_packet: plan.client_max_packet,
+            inbound_aliases: InboundAliases::new(alias_in),
+            outbound_aliases: OutboundAliases::new(alias_out),
+            keep_alive_timeout: plan.keep_alive_timeout,
+            config,
+            metrics,
+        }
+    }
+
+    /// The protocol level.
+    pub fn version(&self) -> Version {
+        self.codec.version()
+    }
+
+    /// The client id.
+    pub fn client_id(&self) -> &Arc<str> {
+        &self.state.client_id
+    }
+
+    /// The session state (for the connection's outbox access).
+    pub fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    /// Silence after which the client is considered gone.
+    pub fn keep_alive_timeout(&self) -> Option<Duration> {
+        self.keep_alive_timeout
+    }
+
+    /// Encoded bytes waiting for the socket.
+    pub fn output(&mut self) -> &mut BytesMut {
+        &mut self.out
+    }
+
+    fn send(&mut self, packet: Packet) {
+        if let Err(e) = self.codec.encode(packet, &mut self.out) {
+            // Only our own control packets come through here; they are small and well formed.
+            tracing::warn!(error = %e, "could not encode a control packet");
+        }
+    }
+
+    /// Writes the CONNACK that accepts the connection.
+    pub fn connack(&mut self, plan: &ConnectPlan, session_present: bool) {
+        let config = &self.config;
+        let ack = v5::ConnectAck {
+            session_present,
+            session_expiry_interval_secs: plan.expiry_announced,
+            receive_max: NonZeroU16::new(config.receive_maximum).unwrap_or(NonZeroU16::MIN),
+            max_packet_size: Some(config.max_packet_size_bytes),
+            assigned_client_id: plan.assigned.then(|| (*plan.client_id).into()),
+            topic_alias_max: config.topic_alias_maximum,
+            server_keepalive_sec: plan.server_keep_alive,
+            ..Default::default()
+        };
+        self.send(Packet::ConnectAck(Box::new(ack)));
+    }
+
+    /// Writes a DISCONNECT with `code` (MQTT 5 only; 3.1.1 servers just close).
+    pub fn disconnect(&mut self, code: Dis) {
+        self.send(Packet::Disconnect(v5::Disconnect::new(code)));
+    }
+
+    /// After reconnecting to a stored session: sends every unacknowledged PUBLISH again with
+    /// DUP set, and PUBREL for QoS 2 flows past PUBREC (MQTT-4.4.0-1), in their original order.
+    pub fn resend_inflight(&mut self, now: Instant) {
+        let version = self.version();
+        let mut packets = Vec::new();
+        let mut expired = Vec::new();
+        for entry in self.state.outgoing.iter() {
+            match entry.stage {
+                Awaiting::Pubcomp => packets
+                    .push(Packet::PublishRelease(v5::PublishAck2 { packet_id: entry.packet_id, ..Default::default() })),
+                Awaiting::Puback | Awaiting::Pubrec => {
+                    match translate::outbound(&entry.delivery, version, Some(entry.packet_id), true, now) {
+                        Some(publish) => packets.push(Packet::Publish(Box::new(publish))),
+                        None => expired.push(entry.packet_id),
+                    }
+                }
+            }
+        }
+        for id in expired {
+            let done = self.state.outgoing.puback(id).or_else(|| self.state.outgoing.pubrec_failed(id));
+            if let Some(d) = done {
+                self.metrics.protocol(Protocol::Mqtt).dropped(DropReason::Expired, 1);
+                settle(&d);
+            }
+        }
+        for p in packets {
+            self.send(p);
+        }
+    }
+
+    /// Takes the next complete packet from the read buffer.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Packet>, Close> {
+        Ok(self.codec.decode(buf)?)
+    }
+
+    /// Acts on one packet from the client.
+    pub fn handle(&mut self, packet: Packet, now: Instant) -> Result<Flow, Close> {
+        match packet {
+            Packet::Publish(p) => self.on_publish(*p, now)?,
+            Packet::PublishAck(a) => {
+                if let Some(d) = self.state.outgoing.puback(a.packet_id) {
+                    settle(&d);
+                }
+            }
+            Packet::PublishReceived(a) => {
+                if u8::from(a.reason_code) >= 0x80 {
+                    if let Some(d) = self.state.outgoing.pubrec_failed(a.packet_id) {
+                        settle(&d);
+                    }
+                } else {
+                    let reason_code = if self.state.outgoing.pubrec(a.packet_id) {
+                        PublishAck2Reason::Success
+                    } else {
+                        PublishAck2Reason::PacketIdNotFound
+                    };
+                    self.send(Packet::PublishRelease(v5::PublishAck2 {
+                        packet_id: a.packet_id,
+                        reason_code,
+                        ..Default::default()
+                    }));
+                }
+            }
+            Packet::PublishComplete(a) => {
+                if let Some(d) = self.state.outgoing.pubcomp(a.packet_id) {
+                    settle(&d);
+                }
+            }
+            Packet::PublishRelease(a) => {
+                let reason_code = if self.state.incoming.release(a.packet_id) {
+                    PublishAck2Reason::Success
+                } else {
+                    PublishAck2Reason::PacketIdNotFound
+                };
+                self.send(Packet::PublishComplete(v5::PublishAck2 {
+                    packet_id: a.packet_id,
+                    reason_code,
+                    ..Default::default()
+                }));
+            }
+            Packet::Subscribe(s) => self.on_subscribe(s, now)?,
+            Packet::Unsubscribe(u) => self.on_unsubscribe(u),
+            Packet::PingRequest => self.send(Packet::PingResponse),
+            Packet::Disconnect(d) => return self.on_disconnect(d),
+            Packet::Connect(_) => return Err(Close::protocol(Dis::ProtocolError, "second CONNECT")),
+            Packet::Auth(_) => return Err(Close::protocol(Dis::ProtocolError, "AUTH without enhanced authentication")),
+            Packet::ConnectAck(_) | Packet::SubscribeAck(_) | Packet::UnsubscribeAck(_) | Packet::PingResponse => {
+                return Err(Close::protocol(Dis::ProtocolError, "client sent a server-only packet"));
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn on_disconnect(&mut self, d: v5::Disconnect) -> Result<Flow, Close> {
+        if let Some(secs) = d.session_expiry_interval_secs {
+            if self.connected_with_zero_expiry && secs > 0 {
+                // MQTT-3.14.2-2.
+                return Err(Close::protocol(
+                    Dis::ProtocolError,
+                    "DISCONNECT sets a session expiry after CONNECT had none",
+                ));
+            }
+            self.state.expiry = Duration::from_secs(u64::from(secs)).min(self.config.max_session_expiry);
+        }
+        Ok(Flow::Disconnect { will: d.reason_code == Dis::DisconnectWithWillMessage })
+    }
+
+    fn on_publish(&mut self, publish: Publish, now: Instant) -> Result<(), Close> {
+        let version = self.version();
+        let alias = publish.properties.as_ref().and_then(|p| p.topic_alias);
+        let topic = match version {
+            Version::V5 => self
+                .inbound_aliases
+                .resolve(&publish.topic, alias)
+                .map_err(|e| Close::protocol(e.reason_code(), e.to_string()))?,
+            Version::V3 => String::from(&*publish.topic),
+        };
+        if let Err(e) = topic::validate_name(&topic) {
+            // MQTT-3.3.2-2: wildcards are not allowed in a PUBLISH topic.
+            return Err(Close::protocol(Dis::TopicNameInvalid, format!("PUBLISH topic {topic:?}: {e}")));
+        }
+        let packet_id = publish.packet_id;
+        if publish.qos == WireQoS::ExactlyOnce
+            && let Some(id) = packet_id
+        {
+            if !self.state.incoming.insert(id) {
+                // A resend of a message already routed: acknowledge again, route nothing.
+                self.send(Packet::PublishReceived(v5::PublishAck { packet_id: id, ..Default::default() }));
+                return Ok(());
+            }
+            if self.state.incoming.len() > usize::from(self.config.receive_maximum) {
+                return Err(Close::limit(
+                    Dis::ReceiveMaximumExceeded,
+                    "more QoS 2 messages in flight than Receive Maximum",
+                ));
+            }
+        }
+        let utf8_declared = publish.properties.as_ref().is_some_and(|p| p.is_utf8_payload);
+        if utf8_declared && std::str::from_utf8(&publish.payload).is_err() {
+            // MQTT 5 §3.3.2.3.2: the server may refuse a payload that is not what it claims.
+            tracing::info!(%topic, "payload declared UTF-8 is not; not routed");
+            if let Some(id) = packet_id {
+                self.state.incoming.release(id);
+            }
+            self.ack_publish(publish.qos, packet_id, PublishAckReason::PayloadFormatInvalid);
+            return Ok(());
+        }
+        let origin =
+            Origin { protocol: Protocol::Mqtt, session: self.state.core.id(), client_id: self.state.client_id.clone() };
+        let message = translate::inbound(&publish, topic, origin, now);
+        self.metrics.protocol(Protocol::Mqtt).messages_in.fetch_add(1, Ordering::Relaxed);
+        let outcome = self.state.core.publish(Arc::new(message));
+        let reason =
+            if outcome.matched == 0 { PublishAckReason::NoMatchingSubscribers } else { PublishAckReason::Success };
+        self.ack_publish(publish.qos, packet_id, reason);
+        Ok(())
+    }
+
+    fn ack_publish(&mut self, qos: WireQoS, packet_id: Option<NonZeroU16>, reason_code: PublishAckReason) {
+        let Some(packet_id) = packet_id else { return };
+        let ack = v5::PublishAck { packet_id, reason_code, ..Default::default() };
+        match qos {
+            WireQoS::AtMostOnce => {}
+            WireQoS::AtLeastOnce => self.send(Packet::PublishAck(ack)),
+            WireQoS::ExactlyOnce => self.send(Packet::PublishReceived(ack)),
+        }
+    }
+
+    fn on_subscribe(&mut self, subscribe: v5::Subscribe, now: Instant) -> Result<(), Close> {
+        let id = subscribe.id.map(|n| n.get());
+        let mut status = Vec::with_capacity(subscribe.topic_filters.len());
+        for (filter, options) in &subscribe.topic_filters {
+            status.push(self.subscribe_one(filter, *options, id, now)?);
+        }
+        self.send(Packet::SubscribeAck(v5::SubscribeAck {
+            packet_id: subscribe.packet_id,
+            properties: Vec::new(),
+            reason_string: None,
+            status,
+        }));
+        Ok(())
+    }
+
+    fn subscribe_one(
+        &mut self,
+        filter: &str,
+        options: v5::SubscriptionOptions,
+        id: Option<u32>,
+        now: Instant,
+    ) -> Result<SubscribeAckReason, Close> {
+        let Ok(kind) = parse_filter(filter) else {
+            tracing::info!(filter, "invalid topic filter refused");
+            return Ok(SubscribeAckReason::TopicFilterInvalid);
+        };
+        let existing = self.state.subs.get(filter).cloned();
+        if existing.is_none() && self.state.subs.len() >= self.config.max_subscriptions_per_session {
+            return Ok(SubscribeAckReason::QuotaExceeded);
+        }
+        let max_qos = qos_in(options.qos);
+        let granted = match options.qos {
+            WireQoS::AtMostOnce => SubscribeAckReason::GrantedQos0,
+            WireQoS::AtLeastOnce => SubscribeAckReason::GrantedQos1,
+            WireQoS::ExactlyOnce => SubscribeAckReason::GrantedQos2,
+        };
+        match kind {
+            FilterKind::Plain(plain) => {
+                let core_options = SubscriptionOptions {
+                    max_qos,
+                    no_local: options.no_local,
+                    retain_as_published: options.retain_as_published,
+                    subscription_id: id,
+                };
+                let Ok(replaced) = self.state.core.subscribe(plain, 0, core_options) else {
+                    return Ok(SubscribeAckReason::TopicFilterInvalid);
+                };
+                self.state.subs.insert(filter, SubEntry { options, id, shared_tag: None });
+                let send_retained = match options.retain_handling {
+                    RetainHandling::AtSubscribe => true,
+                    RetainHandling::AtSubscribeNew => !replaced,
+                    RetainHandling::NoAtSubscribe => false,
+                };
+                if send_retained {
+                    for message in self.state.core.router().retained(plain) {
+                        if options.no_local && message.origin.session == self.state.core.id() {
+                            continue;
+                        }
+                        self.pending.push_back(Delivery {
+                            qos: message.qos.min(max_qos),
+                            message,
+                            retain: true,
+                            tag: 0,
+                            subscription_id: id,
+                            enqueued_at: now,
+                            ack: None,
+                            redelivered: false,
+                        });
+                    }
+                }
+            }
+            FilterKind::Shared { group, filter: inner } => {
+                if options.no_local {
+                    // MQTT-3.8.3-4.
+                    return Err(Close::protocol(Dis::ProtocolError, "no-local on a shared subscription"));
+                }
+                let tag = match existing.and_then(|e| e.shared_tag) {
+                    Some(tag) => {
+                        self.state.core.cancel(tag);
+                        tag
+                    }
+                    None => self.state.subs.next_tag(),
+                };
+                if let Err(e) = self.state.core.join_shared(group, inner, self.window, max_qos, tag) {
+                    tracing::info!(filter, error = %e, "shared subscription refused");
+                    self.state.subs.remove(filter);
+                    return Ok(SubscribeAckReason::UnspecifiedError);
+                }
+                self.state.subs.insert(filter, SubEntry { options, id, shared_tag: Some(tag) });
+            }
+        }
+        Ok(granted)
+    }
+
+    fn on_unsubscribe(&mut self, unsubscribe: v5::Unsubscribe) {
+        let mut status = Vec::with_capacity(unsubscribe.topic_filters.len());
+        for filter in &unsubscribe.topic_filters {
+            let reason = match self.state.subs.remove(filter) {
+                None => UnsubscribeAckReason::NoSubscriptionExisted,
+                Some(entry) => {
+                    match entry.shared_tag {
+                        Some(tag) => {
+                            self.state.core.cancel(tag);
+                        }
+                        None => {
+                            self.state.core.unsubscribe(filter, 0);
+                        }
+                    }
+                    UnsubscribeAckReason::Success
+                }
+            };
+            status.push(reason);
+        }
+        self.send(Packet::UnsubscribeAck(v5::UnsubscribeAck {
+            packet_id: unsubscribe.packet_id,
+            properties: Vec::new(),
+            reason_string: None,
+            status,
+        }));
+    }
+
+    /// How many more QoS 1/2 deliveries the client can take now.
+    pub fn free_window(&self) -> usize {
+        self.window.saturating_sub(self.state.outgoing.len())
+    }
+
+    /// Whether retained messages for new subscriptions are waiting.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Encodes waiting retained messages while the window allows.
+    pub fn flush_pending(&mut self, now: Instant) {
+        while self.free_window() > 0 {
+            let Some(d) = self.pending.pop_front() else { break };
+            if !self.deliver(d, now, now) {
+                break;
+            }
+        }
+    }
+
+    /// Encodes one delivery taken from the outbox at `taken_at`. Expired messages and messages
+    /// larger than the client's Maximum Packet Size are dropped (counted) and settled as if
+    /// sent (MQTT-3.1.2-25). Returns `false` when the delivery had to wait (no packet
+    /// identifier free) and was put back in front of the pending ones.
+    pub fn deliver(&mut self, mut delivery: Delivery, taken_at: Instant, now: Instant) -> bool {
+        let counters = self.metrics.protocol(Protocol::Mqtt);
+        if delivery.ack.is_some() && delivery.subscription_id.is_none() {
+            delivery.subscription_id = self.state.subs.id_for_tag(delivery.tag);
+        }
+        let packet_id = if delivery.qos > QoS::AtMostOnce {
+            match self.state.outgoing.allocate_id() {
+                Some(id) => Some(id),
+                None => {
+                    self.pending.push_front(delivery);
+                    return false;
+                }
+            }
+        } else {
+            None
+        };
+        let Some(mut publish) = translate::outbound(&delivery, self.version(), packet_id, false, now) else {
+            counters.dropped(DropReason::Expired, 1);
+            settle(&delivery);
+            return true;
+        };
+        let topic = &delivery.message.topic;
+        let mut defined = false;
+        if let Some(props) = publish.properties.as_mut() {
+            match self.outbound_aliases.assign(topic) {
+                OutboundTopic::Plain => {}
+                OutboundTopic::Define(alias) => {
+                    props.topic_alias = Some(alias);
+                    defined = true;
+                }
+                OutboundTopic::Use(alias) => {
+                    props.topic_alias = Some(alias);
+                    publish.topic = "".into();
+                }
+            }
+        }
+        let start = self.out.len();
+        let encoded = self.codec.encode(Packet::Publish(Box::new(publish)), &mut self.out);
+        let too_big = match (&encoded, self.client_max_packet) {
+            (Ok(size), Some(max)) => *size as u64 > u64::from(max),
+            (Ok(_), None) => false,
+            (Err(_), _) => true,
+        };
+        if too_big {
+            self.out.truncate(start);
+            if defined {
+                self.outbound_aliases.forget(topic);
+            }
+            tracing::debug!(%topic, "message larger than the client's maximum packet size dropped");
+            counters.dropped(DropReason::Untranslatable, 1);
+            settle(&delivery);
+            return true;
+        }
+        match packet_id {
+            Some(id) => {
+                let stage = if delivery.qos == QoS::AtLeastOnce { Awaiting::Puback } else { Awaiting::Pubrec };
+                self.state.outgoing.push(id, delivery, stage);
+                self.written.push((Written::Tracked(id), taken_at));
+            }
+            None => self.written.push((Written::AtMostOnce(delivery), taken_at)),
+        }
+        true
+    }
+
+    /// The output was handed to the socket at `written_at`: records the deliveries' latency
+    /// and settles QoS 0 queue deliveries (auto-ack on write).
+    pub fn after_write(&mut self, written_at: Instant) {
+        let counters = self.metrics.protocol(Protocol::Mqtt);
+        for (written, taken_at) in std::mem::take(&mut self.written) {
+            let delivery = match &written {
+                Written::AtMostOnce(d) => Some(d),
+                Written::Tracked(id) => self.state.outgoing.iter().find(|e| e.packet_id == *id).map(|e| &e.delivery),
+            };
+            if let Some(d) = delivery {
+                counters.messages_out.fetch_add(1, Ordering::Relaxed);
+                record_delivery(&self.metrics, Protocol::Mqtt, d, taken_at, written_at);
+            }
+            if let Written::AtMostOnce(d) = written {
+                settle(&d);
+            }
+        }
+    }
+
+    /// Ends the connection's part: returns the session state (with deliveries that were never
+    /// written put back for a persistent session) and the will, if one should still be published.
+    pub fn finish(mut self, will_wanted: bool) -> (Box<SessionState>, Option<Will>) {
+        // Deliveries encoded but never written: QoS 1/2 ones stay in the outgoing flows and are
+        // resent on reconnect; QoS 0 ones are lost with the connection, but queue deliveries
+        // among them must go back to their group.
+        for (written, _) in std::mem::take(&mut self.written) {
+            if let Written::AtMostOnce(d) = written
+                && let Some(ack) = &d.ack
+            {
+                ack.nack(true);
+            }
+        }
+        let pending: Vec<Delivery> = self.pending.drain(..).collect();
+        if !self.state.expiry.is_zero() {
+            self.state.detach(pending);
+        }
+        let will = if will_wanted { self.will.take() } else { None };
+        (self.state, will)
+    }
+}

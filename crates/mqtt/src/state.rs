@@ -1,0 +1,84 @@
+//! The part of an MQTT session that outlives a network connection (MQTT 3.1.1 §3.1.2.4, MQTT 5
+//! §4.1): the core session (subscriptions and the bounded outbox, which doubles as the offline
+//! queue), the session's subscription records, the QoS 1/2 flows in flight and the session
+//! expiry interval.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tolk_core::{Delivery, QoS, SharedError};
+
+use crate::inflight::{IncomingQos2, Outgoing};
+use crate::subscriptions::{FilterKind, Subscriptions, parse_filter};
+use crate::translate::qos_in;
+
+/// Session state, owned by the connection while one is attached and by the registry while the
+/// client is away.
+pub struct SessionState {
+    /// The router's view: subscriptions, outbox, shared-group memberships.
+    pub core: tolk_core::Session,
+    /// The client identifier the session belongs to.
+    pub client_id: Arc<str>,
+    /// Subscriptions as the client asked for them.
+    pub subs: Subscriptions,
+    /// Deliveries to the client not yet fully acknowledged.
+    pub outgoing: Outgoing,
+    /// QoS 2 messages from the client awaiting PUBREL.
+    pub incoming: IncomingQos2,
+    /// How long the session outlives its connection (0: it ends with it).
+    pub expiry: Duration,
+}
+
+impl SessionState {
+    /// A fresh session.
+    pub fn new(core: tolk_core::Session, client_id: Arc<str>, expiry: Duration) -> Self {
+        SessionState {
+            core,
+            client_id,
+            subs: Subscriptions::default(),
+            outgoing: Outgoing::default(),
+            incoming: IncomingQos2::default(),
+            expiry,
+        }
+    }
+
+    /// Takes the session offline. The outbox keeps queueing QoS 1/2 messages up to its
+    /// capacity (QoS 0 is dropped, MQTT-3.1.2-5 allows either). Shared-group memberships are
+    /// cancelled so that the group's other members get the messages meanwhile (everything this
+    /// member held unacknowledged goes back to the group), and `unsent` deliveries that were
+    /// never written are queued again.
+    pub fn detach(&mut self, unsent: impl IntoIterator<Item = Delivery>) {
+        // Attaching clears a slow-consumer overflow mark, so that what is queued can be read
+        // and kept for the next connection.
+        self.core.receiver().set_attached(true);
+        let mut queued = Vec::new();
+        let _ = self.core.receiver().try_drain(&mut queued, usize::MAX);
+        let tags: Vec<u64> = self.subs.shared().filter_map(|(_, e)| e.shared_tag).collect();
+        for tag in tags {
+            self.core.cancel(tag);
+        }
+        // Queue deliveries were handed back to their group by the cancel above.
+        self.outgoing.take_where(|e| e.delivery.ack.is_some());
+        let keep = |d: &Delivery| d.ack.is_none() && d.qos > QoS::AtMostOnce;
+        let again: Vec<Delivery> = unsent.into_iter().chain(queued).filter(keep).collect();
+        self.core.receiver().requeue_front(again.into_iter());
+        self.core.receiver().set_attached(false);
+    }
+
+    /// Brings an offline session back: the outbox is live again and the shared-group
+    /// memberships are rejoined with `credit` unacknowledged deliveries each.
+    pub fn attach(&mut self, credit: usize) -> Result<(), SharedError> {
+        self.core.receiver().set_attached(true);
+        let shared: Vec<(String, u64, QoS)> = self
+            .subs
+            .shared()
+            .filter_map(|(f, e)| Some((f.to_owned(), e.shared_tag?, qos_in(e.options.qos))))
+            .collect();
+        for (written, tag, qos) in shared {
+            if let Ok(FilterKind::Shared { group, filter }) = parse_filter(&written) {
+                self.core.join_shared(group, filter, credit, qos, tag)?;
+            }
+        }
+        Ok(())
+    }
+}
