@@ -31,6 +31,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// The MQTT front end.
     pub mqtt: tolk_mqtt::MqttConfig,
+    /// The MQTT-SN gateway.
+    pub mqttsn: tolk_mqttsn::MqttSnConfig,
     /// The STOMP front end.
     pub stomp: tolk_stomp::StompConfig,
 }
@@ -44,6 +46,7 @@ impl Default for Config {
             core: RouterConfig::default(),
             http: HttpConfig::default(),
             mqtt: tolk_mqtt::MqttConfig::default(),
+            mqttsn: tolk_mqttsn::MqttSnConfig::default(),
             stomp: tolk_stomp::StompConfig::default(),
         }
     }
@@ -121,6 +124,7 @@ impl Config {
                 bail!("{field}: must be at least 1");
             }
         }
+        self.mqttsn.validate()?;
         let mut seen: HashMap<(Transport, u16), &str> = HashMap::new();
         let http = self.http.enabled.then_some(("http", Transport::Tcp, self.http.bind));
         let listens = self.front_ends().into_iter().flat_map(|f| f.listens()).map(|l| (l.name, l.transport, l.addr));
@@ -140,6 +144,9 @@ impl Config {
         let mut front_ends: Vec<Box<dyn FrontEnd>> = Vec::new();
         if self.mqtt.enabled {
             front_ends.push(Box::new(tolk_mqtt::MqttFrontEnd::new(self.mqtt.clone())));
+        }
+        if self.mqttsn.enabled {
+            front_ends.push(Box::new(tolk_mqttsn::MqttSnFrontEnd::new(self.mqttsn.clone())));
         }
         if self.stomp.enabled {
             front_ends.push(Box::new(tolk_stomp::StompFrontEnd::new(self.stomp.clone())));

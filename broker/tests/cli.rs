@@ -16,6 +16,31 @@ fn write_config(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
     path
 }
 
+/// The shipped default configuration with every listener on an ephemeral loopback port, the
+/// HTTP server on `http_port`, and state under `dir`: tests run in parallel and must never
+/// claim a standard port.
+fn test_config(dir: &tempfile::TempDir, http_port: u16) -> std::path::PathBuf {
+    let defaults = String::from_utf8(tolk().arg("--print-default-config").output().unwrap().stdout).unwrap();
+    let mut section = String::new();
+    let text: Vec<String> = defaults
+        .lines()
+        .map(|line| {
+            if line.starts_with('[') {
+                section = line.to_owned();
+            }
+            if line.starts_with("bind = ") {
+                let port = if section == "[http]" { http_port } else { 0 };
+                format!("bind = \"127.0.0.1:{port}\"")
+            } else if line.starts_with("data_dir = ") {
+                format!("data_dir = {:?}", dir.path().join("state"))
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    write_config(dir, &text.join("\n"))
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -79,8 +104,7 @@ fn tells_systemd_it_is_ready_once_listening_and_when_stopping() {
     let socket = UnixDatagram::bind(&socket_path).unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let port = free_port();
-    let config =
-        write_config(&dir, &format!("data_dir = {:?}\n[http]\nbind = \"127.0.0.1:{port}\"\n", dir.path().join("d")));
+    let config = test_config(&dir, port);
     let mut child =
         tolk().arg("--config").arg(config).env("NOTIFY_SOCKET", &socket_path).stderr(Stdio::null()).spawn().unwrap();
     let mut buf = [0u8; 256];
@@ -98,8 +122,7 @@ fn serves_health_metrics_and_latency_then_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let data = dir.path().join("state");
-    let config = format!("data_dir = {:?}\n[http]\nbind = \"127.0.0.1:{port}\"\n", data.display().to_string());
-    let mut child = start(&write_config(&dir, &config));
+    let mut child = start(&test_config(&dir, port));
 
     let health = http_get(port, "/healthz");
     assert!(health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"), "{health}");

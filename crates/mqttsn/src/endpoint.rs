@@ -1,0 +1,575 @@
+//! The gateway's one task that owns the UDP socket (quinn's endpoint/connection split): it
+//! decodes each datagram, routes it to the session of its sender (by address, or by client id
+//! for CONNECT and a waking client's PINGREQ), answers what needs no session (SEARCHGW, QoS −1
+//! PUBLISH, messages from unknown peers), sends what the sessions produce, runs their timers,
+//! feeds them deliveries from their outbox tasks, and sends ADVERTISE.
+//!
+//! Sessions never touch the socket or the clock; everything here is about addresses, keys,
+//! timers and bytes.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use foldhash::fast::RandomState;
+use mqttsn_codec::{
+    Advertise, Connect, GwInfo, Message as SnMessage, PROTOCOL_ID, Publish, PublishTopic, QoS, ReturnCode,
+};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tolk_core::{CloseReason, Protocol, Session};
+use tracing::{debug, info, warn};
+
+use crate::config::AdvertiseConfig;
+use crate::gateway::Gateway;
+use crate::outbox_task::{ClientKey, OutboxTask, Wake};
+use crate::persist::Persister;
+use crate::predefined::PredefinedCatalog;
+use crate::session::{ClientSession, Event};
+use crate::stats::GatewayStats;
+use crate::translate::{core_message, inbound_topic};
+
+/// Longest client id accepted. The spec says 1-23 characters (§5.4.4), but clients in the field
+/// send longer ones (MAC addresses with a prefix, UUIDs); this bound only keeps memory in check.
+pub(crate) const MAX_CLIENT_ID_BYTES: usize = 128;
+
+/// Wake-ups from outbox tasks waiting to be handled. Small: a task that cannot send keeps its
+/// batch and the core outbox absorbs the rest.
+const WAKE_CHANNEL: usize = 64;
+
+/// What the endpoint needs besides the shared gateway state.
+pub(crate) struct EndpointSettings {
+    /// GWINFO / ADVERTISE gateway id.
+    pub(crate) gateway_id: u8,
+    /// Most sessions.
+    pub(crate) max_clients: usize,
+    /// Largest datagram accepted.
+    pub(crate) max_message_size: usize,
+    /// ADVERTISE settings.
+    pub(crate) advertise: AdvertiseConfig,
+}
+
+struct Entry {
+    session: ClientSession,
+    /// Where the client is now; `None` while offline.
+    addr: Option<SocketAddr>,
+    /// Runs while the client is connected.
+    task: Option<OutboxTask>,
+    /// The deadline queued in the timer heap for this entry, if any.
+    scheduled: Option<Instant>,
+}
+
+/// One input for the endpoint loop.
+enum Input {
+    Shutdown,
+    Datagram(usize, SocketAddr),
+    RecvError(io::Error),
+    Wake(Wake),
+    Timer,
+    Advertise,
+}
+
+/// The endpoint task's state.
+pub(crate) struct Endpoint {
+    socket: UdpSocket,
+    gw: Gateway,
+    catalog: PredefinedCatalog,
+    settings: EndpointSettings,
+    clients: HashMap<ClientKey, Entry, RandomState>,
+    by_addr: HashMap<SocketAddr, ClientKey, RandomState>,
+    by_id: HashMap<Arc<str>, ClientKey, RandomState>,
+    timers: BinaryHeap<Reverse<(Instant, ClientKey)>>,
+    next_key: ClientKey,
+    wake_tx: mpsc::Sender<Wake>,
+    wake_rx: mpsc::Receiver<Wake>,
+    /// Origin of QoS −1 messages from peers without a connection.
+    anonymous: Session,
+    anonymous_client_id: Arc<str>,
+    persister: Persister,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    out: BytesMut,
+}
+
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+impl Endpoint {
+    /// An endpoint on a bound socket.
+    pub(crate) fn new(
+        socket: UdpSocket,
+        gw: Gateway,
+        catalog: PredefinedCatalog,
+        settings: EndpointSettings,
+        persister: Persister,
+        shutdown: CancellationToken,
+        tracker: TaskTracker,
+    ) -> Self {
+        let (wake_tx, wake_rx) = mpsc::channel(WAKE_CHANNEL);
+        let anonymous = gw.router.open_session(Protocol::MqttSn);
+        Endpoint {
+            socket,
+            gw,
+            catalog,
+            settings,
+            clients: HashMap::default(),
+            by_addr: HashMap::default(),
+            by_id: HashMap::default(),
+            timers: BinaryHeap::new(),
+            next_key: 1,
+            wake_tx,
+            wake_rx,
+            anonymous,
+            anonymous_client_id: Arc::from(""),
+            persister,
+            shutdown,
+            tracker,
+            out: BytesMut::with_capacity(1024),
+        }
+    }
+
+    /// Runs until broker shutdown, then says goodbye to every connected client.
+    pub(crate) async fn run(mut self) {
+        // One byte more than the limit, so that an oversized datagram is recognisable.
+        let mut buf = vec![0u8; self.settings.max_message_size + 1];
+        let mut advertise = self.settings.advertise.enabled.then(|| {
+            let mut interval = tokio::time::interval(self.settings.advertise.period);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            interval
+        });
+        loop {
+            let deadline = self.timers.peek().map(|Reverse((t, _))| tokio::time::Instant::from_std(*t));
+            let input = tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => Input::Shutdown,
+                Some(wake) = self.wake_rx.recv() => Input::Wake(wake),
+                _ = sleep_until(deadline), if deadline.is_some() => Input::Timer,
+                _ = tick(&mut advertise), if advertise.is_some() => Input::Advertise,
+                received = self.socket.recv_from(&mut buf) => match received {
+                    Ok((len, peer)) => Input::Datagram(len, peer),
+                    Err(e) => Input::RecvError(e),
+                },
+            };
+            match input {
+                Input::Shutdown => break,
+                Input::Datagram(len, peer) => {
+                    let datagram = buf.get(..len).unwrap_or_default();
+                    self.on_datagram(datagram, peer, now()).await;
+                }
+                Input::RecvError(e) => {
+                    // Linux reports ICMP errors of earlier sends here; nothing to do but go on.
+                    debug!(error = %e, "MQTT-SN receive failed");
+                }
+                Input::Wake(wake) => self.on_wake(wake, now()).await,
+                Input::Timer => self.on_timers(now()).await,
+                Input::Advertise => self.advertise().await,
+            }
+            let registry = &self.gw.registry;
+            self.persister.publish(registry.version(), || registry.snapshot());
+        }
+        self.shutdown_all().await;
+        let registry = &self.gw.registry;
+        self.persister.publish(registry.version(), || registry.snapshot());
+    }
+
+    async fn on_datagram(&mut self, datagram: &[u8], peer: SocketAddr, now: Instant) {
+        let known = self.by_addr.contains_key(&peer);
+        if datagram.len() > self.settings.max_message_size {
+            GatewayStats::bump(&self.gw.stats.malformed);
+            log_bad(known, peer, "datagram larger than max_message_size_bytes dropped");
+            return;
+        }
+        let message = match mqttsn_codec::decode_bytes(Bytes::copy_from_slice(datagram)) {
+            Ok(message) => message,
+            Err(e) => {
+                GatewayStats::bump(&self.gw.stats.malformed);
+                log_bad(known, peer, &format!("malformed datagram dropped: {e}"));
+                return;
+            }
+        };
+        match message {
+            SnMessage::SearchGw { .. } => {
+                // §6.1: answered with GWINFO; sent to the searcher rather than broadcast.
+                let gwinfo = SnMessage::GwInfo(GwInfo { gw_id: self.settings.gateway_id, gw_add: None });
+                self.send(peer, &gwinfo).await;
+            }
+            // Other gateways announcing themselves on a shared network.
+            SnMessage::Advertise(_) | SnMessage::GwInfo(_) => {}
+            SnMessage::Encapsulated(_) => {
+                GatewayStats::bump(&self.gw.stats.unsupported);
+                log_bad(known, peer, "forwarder encapsulation (§5.5) is not supported: dropped");
+            }
+            SnMessage::Connect(connect) => self.on_connect(peer, connect, now).await,
+            SnMessage::Publish(publish) if publish.qos == QoS::MinusOne && !known => {
+                self.publish_anonymous(peer, publish, now);
+            }
+            SnMessage::PingReq { client_id: Some(client_id) } => self.on_ping_with_id(peer, client_id, now).await,
+            other => match self.by_addr.get(&peer).copied() {
+                Some(key) => {
+                    if let Some(entry) = self.clients.get_mut(&key) {
+                        entry.session.handle(other, now, &mut self.gw);
+                    }
+                    self.flush(key).await;
+                }
+                None => self.not_connected(peer, other).await,
+            },
+        }
+    }
+
+    /// A message that needs a session from a peer that has none: §5.4.21 has the gateway answer
+    /// DISCONNECT when it "cannot map a received message to a client", so the client connects
+    /// again. A DISCONNECT is answered too (its first answer may have been lost).
+    async fn not_connected(&mut self, peer: SocketAddr, message: SnMessage) {
+        if !matches!(message, SnMessage::Disconnect { .. }) {
+            GatewayStats::bump(&self.gw.stats.not_connected);
+            debug!(%peer, msg_type = ?message.msg_type(), "message from a peer without a connection: answered with DISCONNECT");
+        }
+        self.send(peer, &SnMessage::Disconnect { duration: None }).await;
+    }
+
+    /// QoS −1 (§6.8): no connection; only pre-defined ids (global table) and short names.
+    fn publish_anonymous(&mut self, peer: SocketAddr, publish: Publish, now: Instant) {
+        let topic = match publish.topic {
+            PublishTopic::Normal(_) => None,
+            other => inbound_topic(other, self.catalog.global(), &self.gw.registry),
+        };
+        let Some(topic) = topic else {
+            GatewayStats::bump(&self.gw.stats.invalid_topic_id);
+            debug!(%peer, topic = ?publish.topic, "QoS -1 PUBLISH to an unknown pre-defined id, invalid short name or registered id: dropped");
+            return;
+        };
+        let message = core_message(
+            &topic,
+            publish.data,
+            QoS::MinusOne,
+            publish.retain,
+            self.anonymous.id(),
+            &self.anonymous_client_id,
+            now,
+        );
+        self.anonymous.publish(Arc::new(message));
+        self.gw.count_in();
+    }
+
+    async fn on_connect(&mut self, peer: SocketAddr, connect: Connect, now: Instant) {
+        let id_len = connect.client_id.len();
+        if connect.protocol_id != PROTOCOL_ID || id_len == 0 || id_len > MAX_CLIENT_ID_BYTES {
+            info!(%peer, client_id = ?connect.client_id, protocol_id = connect.protocol_id,
+                "CONNECT refused: unknown protocol id, or client id not 1 to {MAX_CLIENT_ID_BYTES} bytes");
+            GatewayStats::bump(&self.gw.stats.refused);
+            self.send(peer, &SnMessage::ConnAck { return_code: ReturnCode::NotSupported }).await;
+            return;
+        }
+        let client_id: Arc<str> = Arc::from(connect.client_id.as_str());
+        // Another client id from an address that has a session: the client there is gone.
+        if let Some(old) = self.by_addr.get(&peer).copied()
+            && self.clients.get(&old).is_some_and(|e| *e.session.client_id() != client_id)
+        {
+            if let Some(entry) = self.clients.get_mut(&old) {
+                entry.session.lost(now);
+            }
+            self.flush(old).await;
+            self.unbind_addr(peer);
+        }
+        let key = match self.by_id.get(&client_id).copied() {
+            // Reconnection to a kept session, or a sleeping client going back to active (§6.14).
+            Some(key) if !connect.clean_session || self.clients.get(&key).is_some_and(|e| e.session.is_sleeping()) => {
+                key
+            }
+            // Clean session: the old session goes (a DISCONNECT tells its old address, if another).
+            Some(key) => {
+                if let Some(entry) = self.clients.get_mut(&key) {
+                    let goodbye = entry.addr.is_some_and(|a| a != peer);
+                    entry.session.close(CloseReason::SessionTakenOver, goodbye, now);
+                }
+                self.flush(key).await;
+                self.remove(key);
+                match self.create(client_id, now) {
+                    Some(key) => key,
+                    None => return self.refuse_full(peer).await,
+                }
+            }
+            None => match self.create(client_id, now) {
+                Some(key) => key,
+                None => return self.refuse_full(peer).await,
+            },
+        };
+        self.bind(key, peer);
+        if let Some(entry) = self.clients.get_mut(&key) {
+            entry.session.handle_connect(&connect, now, &mut self.gw);
+        }
+        self.flush(key).await;
+    }
+
+    async fn refuse_full(&mut self, peer: SocketAddr) {
+        warn!(%peer, max_clients = self.settings.max_clients, "max_clients reached: CONNECT refused");
+        self.gw.count_refused_connection();
+        GatewayStats::bump(&self.gw.stats.refused);
+        self.send(peer, &SnMessage::ConnAck { return_code: ReturnCode::Congestion }).await;
+    }
+
+    /// A new session, making room by forgetting the oldest offline one if needed.
+    fn create(&mut self, client_id: Arc<str>, now: Instant) -> Option<ClientKey> {
+        if self.clients.len() >= self.settings.max_clients {
+            let oldest = self
+                .clients
+                .iter()
+                .filter_map(|(key, entry)| entry.session.offline_since().map(|since| (since, *key)))
+                .min()?;
+            debug!(client_id = %self.clients[&oldest.1].session.client_id(), "max_clients reached: oldest offline session dropped");
+            self.remove(oldest.1);
+        }
+        let core = Arc::new(self.gw.router.open_session(Protocol::MqttSn));
+        let predefined = self.catalog.for_client(&client_id);
+        let session = ClientSession::new(client_id.clone(), core, predefined, self.gw.limits, now);
+        let key = self.next_key;
+        self.next_key += 1;
+        self.clients.insert(key, Entry { session, addr: None, task: None, scheduled: None });
+        self.by_id.insert(client_id, key);
+        Some(key)
+    }
+
+    /// A sleeping client wakes up with PINGREQ and its client id (§6.14), possibly from a new
+    /// address. Unknown client: DISCONNECT, so it connects again.
+    async fn on_ping_with_id(&mut self, peer: SocketAddr, client_id: String, now: Instant) {
+        let key = self.by_id.get(client_id.as_str()).copied();
+        let Some(key) = key.filter(|k| self.clients.get(k).is_some_and(|e| e.session.is_connected())) else {
+            GatewayStats::bump(&self.gw.stats.not_connected);
+            debug!(%peer, %client_id, "PINGREQ from an unknown or offline client: answered with DISCONNECT");
+            self.send(peer, &SnMessage::Disconnect { duration: None }).await;
+            return;
+        };
+        if self.by_addr.get(&peer).is_some_and(|k| *k != key) {
+            self.unbind_addr(peer);
+        }
+        self.bind(key, peer);
+        if let Some(entry) = self.clients.get_mut(&key) {
+            entry.session.handle(SnMessage::PingReq { client_id: Some(client_id) }, now, &mut self.gw);
+        }
+        self.flush(key).await;
+    }
+
+    async fn on_wake(&mut self, wake: Wake, now: Instant) {
+        match wake {
+            Wake::Deliveries(key, batch) => match self.clients.get_mut(&key) {
+                Some(entry) => {
+                    entry.session.handle_deliveries(batch, now, &mut self.gw);
+                    self.flush(key).await;
+                }
+                // The session is gone, and its outbox with it.
+                None => drop(batch),
+            },
+            Wake::Overflowed(key) => {
+                if let Some(entry) = self.clients.get_mut(&key) {
+                    entry.task = None;
+                    entry.session.handle_overflow(now);
+                    self.flush(key).await;
+                }
+            }
+        }
+    }
+
+    async fn on_timers(&mut self, now: Instant) {
+        // Take every due deadline first, so a session re-arming at `now` waits for the next turn
+        // of the loop instead of spinning here.
+        let mut due = Vec::new();
+        while let Some(&Reverse((at, key))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            due.push((at, key));
+        }
+        for (at, key) in due {
+            let Some(entry) = self.clients.get_mut(&key) else { continue };
+            if entry.scheduled != Some(at) {
+                continue; // superseded by a later deadline
+            }
+            entry.scheduled = None;
+            entry.session.handle_timeout(now);
+            self.flush(key).await;
+        }
+        // Superseded deadlines stay in the heap until they come up; rebuild it if they pile up.
+        if self.timers.len() > 2 * self.clients.len() + 1024 {
+            self.timers = self.clients.iter().filter_map(|(k, e)| e.scheduled.map(|t| Reverse((t, *k)))).collect();
+        }
+    }
+
+    /// Sends what the session produced, carries out its events and re-arms its timer.
+    async fn flush(&mut self, key: ClientKey) {
+        let Some(entry) = self.clients.get_mut(&key) else { return };
+        let mut outgoing = Vec::new();
+        while let Some(message) = entry.session.poll_transmit() {
+            outgoing.push(message);
+        }
+        if let Some(addr) = entry.addr {
+            for message in &outgoing {
+                self.send(addr, message).await;
+            }
+        }
+        loop {
+            let Some(entry) = self.clients.get_mut(&key) else { return };
+            let Some(event) = entry.session.poll_event() else { break };
+            match event {
+                Event::Connected => {
+                    if entry.task.is_none() {
+                        entry.task = Some(OutboxTask::spawn(
+                            key,
+                            entry.session.core().clone(),
+                            self.wake_tx.clone(),
+                            &self.shutdown,
+                            &self.tracker,
+                            self.gw.router.metrics().clone(),
+                        ));
+                    }
+                }
+                Event::WantDeliveries => {
+                    if let Some(task) = &entry.task {
+                        task.want_more();
+                    }
+                }
+                Event::Ended { reason, keep } => {
+                    entry.task = None;
+                    let addr = entry.addr.take();
+                    self.gw.count_closed(reason);
+                    match reason {
+                        CloseReason::ClientClosed | CloseReason::Shutdown => {
+                            debug!(client_id = %entry.session.client_id(), %reason, keep, "MQTT-SN client disconnected")
+                        }
+                        _ => {
+                            info!(client_id = %entry.session.client_id(), %reason, keep, "MQTT-SN client disconnected")
+                        }
+                    }
+                    if let Some(addr) = addr {
+                        self.unbind_addr(addr);
+                    }
+                    if !keep {
+                        self.remove(key);
+                        return;
+                    }
+                }
+                Event::Expired => {
+                    self.remove(key);
+                    return;
+                }
+            }
+        }
+        let Some(entry) = self.clients.get_mut(&key) else { return };
+        let next = entry.session.poll_timeout();
+        if next != entry.scheduled {
+            entry.scheduled = next;
+            if let Some(at) = next {
+                self.timers.push(Reverse((at, key)));
+            }
+        }
+    }
+
+    /// Forgets a session: its outbox task stops and its core session (subscriptions) goes.
+    fn remove(&mut self, key: ClientKey) {
+        if let Some(entry) = self.clients.remove(&key) {
+            if let Some(addr) = entry.addr {
+                self.unbind_addr(addr);
+            }
+            if self.by_id.get(entry.session.client_id()) == Some(&key) {
+                self.by_id.remove(entry.session.client_id());
+            }
+        }
+    }
+
+    fn bind(&mut self, key: ClientKey, peer: SocketAddr) {
+        let Some(entry) = self.clients.get_mut(&key) else { return };
+        if entry.addr == Some(peer) {
+            return;
+        }
+        let old = entry.addr.replace(peer);
+        if let Some(old) = old
+            && self.by_addr.get(&old) == Some(&key)
+        {
+            self.by_addr.remove(&old);
+        }
+        if let Some(previous) = self.by_addr.insert(peer, key)
+            && previous != key
+            && let Some(other) = self.clients.get_mut(&previous)
+        {
+            other.addr = None;
+        }
+    }
+
+    fn unbind_addr(&mut self, addr: SocketAddr) {
+        if let Some(key) = self.by_addr.remove(&addr)
+            && let Some(entry) = self.clients.get_mut(&key)
+            && entry.addr == Some(addr)
+        {
+            entry.addr = None;
+        }
+    }
+
+    async fn advertise(&mut self) {
+        let duration = u16::try_from(self.settings.advertise.period.as_secs()).unwrap_or(u16::MAX);
+        let message = SnMessage::Advertise(Advertise { gw_id: self.settings.gateway_id, duration });
+        self.send(self.settings.advertise.address, &message).await;
+    }
+
+    async fn shutdown_all(&mut self) {
+        let now = now();
+        let keys: Vec<ClientKey> = self.clients.keys().copied().collect();
+        for key in keys {
+            if let Some(entry) = self.clients.get_mut(&key) {
+                entry.session.close(CloseReason::Shutdown, true, now);
+            }
+            self.flush(key).await;
+        }
+        self.clients.clear();
+    }
+
+    async fn send(&mut self, to: SocketAddr, message: &SnMessage) {
+        self.out.clear();
+        if let Err(e) = mqttsn_codec::encode(message, &mut self.out) {
+            warn!(%to, error = %e, "cannot encode MQTT-SN message");
+            return;
+        }
+        // UDP sends complete at once unless the socket buffer is full; waiting then is the
+        // backpressure we want rather than dropping.
+        let send = self.socket.send_to(&self.out, to);
+        match tokio::time::timeout(SEND_TIMEOUT, send).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => debug!(%to, error = %e, "MQTT-SN send failed"),
+            Err(_) => debug!(%to, "MQTT-SN send timed out"),
+        }
+    }
+}
+
+/// Longest wait for socket buffer space for one datagram.
+const SEND_TIMEOUT: Duration = Duration::from_secs(1);
+
+fn log_bad(known: bool, peer: SocketAddr, what: &str) {
+    // Unknown peers are logged at debug only: spoofed garbage must not flood the log.
+    if known {
+        info!(%peer, "{what}");
+    } else {
+        debug!(%peer, "{what}");
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn tick(interval: &mut Option<tokio::time::Interval>) {
+    match interval {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}

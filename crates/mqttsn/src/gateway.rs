@@ -1,0 +1,95 @@
+//! What every client session shares and is handed on each call: the router, the topic-id
+//! registry, the counters and the limits. Passed as `&mut Gateway` rather than shared behind a
+//! lock, because one endpoint task drives every session (sans-IO, single owner).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use tolk_core::{CloseReason, DropReason, Protocol, Router};
+
+use crate::config::MqttSnConfig;
+use crate::registry::TopicRegistry;
+use crate::stats::GatewayStats;
+
+/// Limits a session applies, copied from the configuration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Tretry (§6.13).
+    pub(crate) retransmit_timeout: Duration,
+    /// Nretry (§6.13).
+    pub(crate) retransmit_retries: u32,
+    /// Messages buffered for a sleeping client.
+    pub(crate) max_buffered_sleeping: usize,
+    /// Largest message sent.
+    pub(crate) max_message_size: usize,
+    /// Subscriptions per client.
+    pub(crate) max_subscriptions: usize,
+    /// Offline persistent sessions are forgotten after this.
+    pub(crate) session_expiry: Duration,
+    /// Retained messages sent for one SUBSCRIBE (a wildcard can match many).
+    pub(crate) max_retained_per_subscribe: usize,
+}
+
+/// Incoming QoS 2 messages a client may leave unreleased (no PUBREL yet). The client may have
+/// only one outstanding (§6.13), so a small bound only guards against misbehaving peers.
+pub(crate) const MAX_INBOUND_QOS2: usize = 16;
+
+impl Limits {
+    pub(crate) fn new(config: &MqttSnConfig, outbox_capacity: usize) -> Self {
+        Limits {
+            retransmit_timeout: config.retransmit.timeout,
+            retransmit_retries: config.retransmit.retries,
+            max_buffered_sleeping: config.max_buffered_per_sleeping_client,
+            max_message_size: config.max_message_size_bytes,
+            max_subscriptions: config.max_subscriptions_per_client,
+            session_expiry: config.session_expiry,
+            max_retained_per_subscribe: outbox_capacity.max(1),
+        }
+    }
+
+    /// How long a CONNECT's will handshake may take: as long as the client's own retransmission
+    /// budget for CONNECT would last.
+    pub(crate) fn handshake_timeout(&self) -> Duration {
+        self.retransmit_timeout.saturating_mul(self.retransmit_retries.saturating_add(1))
+    }
+}
+
+/// State shared by the sessions of one gateway.
+pub(crate) struct Gateway {
+    /// The core.
+    pub(crate) router: Router,
+    /// Topic name ↔ registered id, global and persistent.
+    pub(crate) registry: TopicRegistry,
+    /// Gateway-specific counters.
+    pub(crate) stats: Arc<GatewayStats>,
+    /// Limits.
+    pub(crate) limits: Limits,
+}
+
+impl Gateway {
+    /// Counts one message accepted from a client.
+    pub(crate) fn count_in(&self) {
+        self.router.metrics().protocol(Protocol::MqttSn).messages_in.fetch_add(1, Relaxed);
+    }
+
+    /// Counts `n` messages not delivered to a client.
+    pub(crate) fn count_drops(&self, reason: DropReason, n: u64) {
+        self.router.metrics().protocol(Protocol::MqttSn).dropped(reason, n);
+    }
+
+    /// Counts one message not delivered to a client.
+    pub(crate) fn count_drop(&self, reason: DropReason) {
+        self.count_drops(reason, 1);
+    }
+
+    /// Counts one client connection that ended.
+    pub(crate) fn count_closed(&self, reason: CloseReason) {
+        self.router.metrics().protocol(Protocol::MqttSn).closed(reason);
+    }
+
+    /// Counts one CONNECT refused for lack of room.
+    pub(crate) fn count_refused_connection(&self) {
+        self.router.metrics().protocol(Protocol::MqttSn).connections_refused.fetch_add(1, Relaxed);
+    }
+}

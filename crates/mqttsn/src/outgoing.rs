@@ -1,0 +1,135 @@
+//! The gateway → client direction of one session: messages waiting to be sent, and the one
+//! exchange in flight with its retransmission timer.
+//!
+//! The gateway handles a single outbound exchange that needs an answer at a time (REGISTER →
+//! REGACK, PUBLISH QoS 1 → PUBACK, PUBLISH QoS 2 → PUBREC → PUBREL → PUBCOMP), like the client
+//! must (MQTT-SN 1.2 §6.10, §6.13): constrained clients handle one, and order is kept without
+//! reordering on retransmission. QoS 0 messages go out at once when nothing is in flight.
+//!
+//! This module only keeps state; `session` decides what to send.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use mqttsn_codec::{Message as SnMessage, Publish, Register};
+use tolk_core::Delivery;
+
+/// A delivery taken from the core outbox, with the time it was taken (the start of the egress
+/// latency hop).
+#[derive(Debug)]
+pub(crate) struct Pending {
+    /// What to send.
+    pub(crate) delivery: Delivery,
+    /// When the endpoint took it from the outbox.
+    pub(crate) taken_at: Instant,
+}
+
+/// What the in-flight exchange waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// REGACK for the REGISTER that precedes the PUBLISH.
+    RegAck,
+    /// PUBACK (QoS 1).
+    PubAck,
+    /// PUBREC (QoS 2, first half).
+    PubRec,
+    /// PUBCOMP (QoS 2, after our PUBREL).
+    PubComp,
+}
+
+/// The one exchange waiting for the client's answer.
+#[derive(Debug)]
+pub(crate) struct Inflight {
+    /// What it waits for.
+    pub(crate) step: Step,
+    /// The REGISTER sent first, while `step` is [`Step::RegAck`].
+    pub(crate) register: Option<Register>,
+    /// The PUBLISH (sent, or to send once registered).
+    pub(crate) publish: Publish,
+    /// The delivery behind it.
+    pub(crate) pending: Pending,
+    /// Retransmissions left before the client is considered lost.
+    pub(crate) retries_left: u32,
+    /// When to retransmit.
+    pub(crate) deadline: Instant,
+}
+
+impl Inflight {
+    /// The MsgId the client's answer must carry.
+    pub(crate) fn msg_id(&self) -> u16 {
+        match (&self.register, self.step) {
+            (Some(register), Step::RegAck) => register.msg_id,
+            _ => self.publish.msg_id,
+        }
+    }
+
+    /// The message to send again when the timer fires (§6.13): PUBLISH with DUP set, REGISTER
+    /// or PUBREL as they were.
+    pub(crate) fn retransmission(&self) -> SnMessage {
+        match self.step {
+            Step::RegAck => match &self.register {
+                Some(register) => SnMessage::Register(register.clone()),
+                None => SnMessage::Publish(Publish { dup: true, ..self.publish.clone() }),
+            },
+            Step::PubAck | Step::PubRec => SnMessage::Publish(Publish { dup: true, ..self.publish.clone() }),
+            Step::PubComp => SnMessage::PubRel { msg_id: self.publish.msg_id },
+        }
+    }
+
+    /// Restarts the timer and the retry budget for the next step of the exchange.
+    pub(crate) fn advance(&mut self, step: Step, now: Instant, timeout: Duration, retries: u32) {
+        self.step = step;
+        self.deadline = now + timeout;
+        self.retries_left = retries;
+    }
+}
+
+/// The outbound queue of one session.
+#[derive(Debug, Default)]
+pub(crate) struct Outgoing {
+    /// Deliveries waiting their turn, oldest first.
+    pub(crate) pending: VecDeque<Pending>,
+    /// The exchange in flight, if any.
+    pub(crate) inflight: Option<Inflight>,
+    last_msg_id: u16,
+}
+
+impl Outgoing {
+    /// The next MsgId for a message the gateway sends; never 0 (reserved for QoS 0, §5.3.9).
+    pub(crate) fn next_msg_id(&mut self) -> u16 {
+        self.last_msg_id = self.last_msg_id.checked_add(1).unwrap_or(1);
+        self.last_msg_id
+    }
+
+    /// Everything not yet delivered, in order, for the core outbox when the session goes
+    /// offline. A QoS 2 exchange past PUBREC is complete from the client's side (it has the
+    /// message), so it is not handed back; a PUBLISH that was sent goes back marked redelivered.
+    pub(crate) fn drain_undelivered(&mut self) -> Vec<Delivery> {
+        let mut undelivered = Vec::with_capacity(self.pending.len() + 1);
+        if let Some(inflight) = self.inflight.take() {
+            let mut delivery = inflight.pending.delivery;
+            match inflight.step {
+                Step::PubComp => {}
+                Step::RegAck => undelivered.push(delivery),
+                Step::PubAck | Step::PubRec => {
+                    delivery.redelivered = true;
+                    undelivered.push(delivery);
+                }
+            }
+        }
+        undelivered.extend(self.pending.drain(..).map(|p| p.delivery));
+        undelivered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn msg_ids_skip_zero_when_they_wrap() {
+        let mut out = Outgoing { last_msg_id: u16::MAX - 1, ..Outgoing::default() };
+        assert_eq!(out.next_msg_id(), u16::MAX);
+        assert_eq!(out.next_msg_id(), 1);
+    }
+}

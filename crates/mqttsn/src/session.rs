@@ -1,0 +1,1155 @@
+//! One client's MQTT-SN 1.2 session as a sans-IO state machine: no socket, no clock, no task.
+//!
+//! The endpoint feeds it decoded messages ([`ClientSession::handle`], [`ClientSession::handle_connect`]),
+//! core deliveries ([`ClientSession::handle_deliveries`]) and timer expiries
+//! ([`ClientSession::handle_timeout`]), always with the current time. It answers through three
+//! queues the endpoint drains after every call, in this order: [`ClientSession::poll_transmit`]
+//! (messages for the client's address), [`ClientSession::poll_event`] (what the endpoint must do:
+//! start or stop the outbox task, ask it for more, forget the session), and
+//! [`ClientSession::poll_timeout`] (when to call `handle_timeout` next).
+//!
+//! Phases follow the client state diagram of §6.14 (Figure 4), with the will handshake of §6.3
+//! in front: `WillTopic → WillMsg → Active ⇄ Asleep ⇄ Awake`, and `Offline` for a session kept
+//! after a disconnect or loss (clean session off).
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use foldhash::fast::RandomState;
+use mqttsn_codec::{
+    Connect, Message as SnMessage, PubAck, Publish, PublishTopic, QoS, RegAck, Register, ReturnCode, SubAck, Subscribe,
+    SubscribeTopic, Unsubscribe, WillTopic, encoded_len,
+};
+use tolk_core::frontend::record_delivery;
+use tolk_core::{CloseReason, Delivery, DropReason, Protocol, QoS as CoreQoS, Session, SubscriptionOptions, topic};
+use tracing::{debug, info};
+
+use crate::gateway::{Gateway, Limits, MAX_INBOUND_QOS2};
+use crate::outgoing::{Inflight, Outgoing, Pending, Step};
+use crate::predefined::PredefinedTopics;
+use crate::registry::RegistryFull;
+use crate::stats::GatewayStats;
+use crate::translate::{
+    OutboundTopic, SubscriptionForm, core_message, core_qos, inbound_topic, outbound_topic, short_filter, sn_qos,
+    topic_id_field,
+};
+
+/// Registered ids remembered per client as known to it (see [`ClientSession::learn`]).
+const MAX_KNOWN_IDS: usize = 1024;
+
+/// Where the client is in its life cycle (§6.14 Figure 4, plus the will handshake of §6.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// CONNECT with the Will flag: WILLTOPICREQ sent, waiting for WILLTOPIC.
+    WillTopic {
+        /// Give up on the handshake at this time.
+        deadline: Instant,
+    },
+    /// WILLMSGREQ sent, waiting for WILLMSG.
+    WillMsg {
+        /// The will topic just received.
+        topic: WillTopic,
+        /// Give up on the handshake at this time.
+        deadline: Instant,
+    },
+    /// Connected; supervised by the keep-alive timer.
+    Active,
+    /// DISCONNECT with a duration: messages are buffered; lost if silent for the duration.
+    Asleep {
+        /// The sleep duration in seconds.
+        duration: u16,
+    },
+    /// PINGREQ with the client id: buffered messages are being sent; PINGRESP ends it.
+    Awake {
+        /// The sleep duration in seconds, to go back to sleep with.
+        duration: u16,
+        /// Buffered messages still to send before the PINGRESP.
+        remaining: usize,
+    },
+    /// Disconnected or lost with clean session off: subscriptions stay, at-least-once messages
+    /// wait in the core outbox, until a CONNECT or the session expiry.
+    Offline {
+        /// When it went offline.
+        since: Instant,
+    },
+    /// Over; the endpoint forgets it.
+    Closed,
+}
+
+/// What the endpoint must do for this session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The client is connected (CONNACK sent): start the outbox task and count the connection.
+    Connected,
+    /// The session has room: let the outbox task take the next batch from the core outbox.
+    WantDeliveries,
+    /// The connection ended: stop the outbox task, release the address, count `reason`. With
+    /// `keep` the session stays (offline) for a later CONNECT; without, forget it.
+    Ended {
+        /// Why.
+        reason: CloseReason,
+        /// Whether the session is kept offline.
+        keep: bool,
+    },
+    /// An offline session expired: forget it (its end was already counted).
+    Expired,
+}
+
+/// One client's session.
+pub(crate) struct ClientSession {
+    client_id: Arc<str>,
+    core: Arc<Session>,
+    predefined: Arc<PredefinedTopics>,
+    limits: Limits,
+    phase: Phase,
+    clean: bool,
+    keep_alive: Option<Duration>,
+    last_heard: Instant,
+    will_topic: Option<WillTopic>,
+    will_message: Bytes,
+    /// Registered ids this client knows: it registered them, got them in a SUBACK or REGACKed
+    /// our REGISTER. At most [`MAX_KNOWN_IDS`].
+    known_ids: HashSet<u16, RandomState>,
+    /// (filter, tag) of each subscription, to enforce the per-client limit.
+    subscriptions: HashSet<(String, u64), RandomState>,
+    /// Incoming QoS 2 MsgIds routed but not yet released by PUBREL (duplicate suppression).
+    inbound_qos2: HashSet<u16, RandomState>,
+    out: Outgoing,
+    /// The outbox task runs (between `Connected` and `Ended`).
+    online: bool,
+    /// A `WantDeliveries` is outstanding.
+    requested: bool,
+    /// The core outbox is detached (offline, or asleep with a full buffer).
+    detached: bool,
+    transmit: VecDeque<SnMessage>,
+    events: VecDeque<Event>,
+}
+
+impl ClientSession {
+    /// A session for `client_id` about to handle its first CONNECT.
+    pub(crate) fn new(
+        client_id: Arc<str>,
+        core: Arc<Session>,
+        predefined: Arc<PredefinedTopics>,
+        limits: Limits,
+        now: Instant,
+    ) -> Self {
+        ClientSession {
+            client_id,
+            core,
+            predefined,
+            limits,
+            phase: Phase::Offline { since: now },
+            clean: true,
+            keep_alive: None,
+            last_heard: now,
+            will_topic: None,
+            will_message: Bytes::new(),
+            known_ids: HashSet::default(),
+            subscriptions: HashSet::default(),
+            inbound_qos2: HashSet::default(),
+            out: Outgoing::default(),
+            online: false,
+            requested: false,
+            detached: false,
+            transmit: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    // ---- getters ----
+
+    /// The client id.
+    pub(crate) fn client_id(&self) -> &Arc<str> {
+        &self.client_id
+    }
+
+    /// The core session (shared with the outbox task).
+    pub(crate) fn core(&self) -> &Arc<Session> {
+        &self.core
+    }
+
+    /// The current phase.
+    #[cfg(test)]
+    pub(crate) fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
+    /// Asleep or awake (§6.14): a CONNECT only wakes such a client, whatever its flags.
+    pub(crate) fn is_sleeping(&self) -> bool {
+        matches!(self.phase, Phase::Asleep { .. } | Phase::Awake { .. })
+    }
+
+    /// Connected in any phase (will handshake, active, asleep, awake).
+    pub(crate) fn is_connected(&self) -> bool {
+        !matches!(self.phase, Phase::Offline { .. } | Phase::Closed)
+    }
+
+    /// When it went offline, for evicting the oldest offline session.
+    pub(crate) fn offline_since(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Offline { since } => Some(since),
+            _ => None,
+        }
+    }
+
+    // ---- input ----
+
+    /// A CONNECT from this client: a new connection, a reconnection to a kept session, or a
+    /// sleeping client going back to active (§6.14; then only the Will flag is honoured).
+    pub(crate) fn handle_connect(&mut self, connect: &Connect, now: Instant, gw: &mut Gateway) {
+        let waking = self.is_sleeping();
+        self.last_heard = now;
+        self.keep_alive = (connect.duration > 0).then(|| Duration::from_secs(u64::from(connect.duration)));
+        if !waking {
+            self.clean = connect.clean_session;
+        }
+        if connect.will {
+            let deadline = now + self.limits.handshake_timeout();
+            self.phase = Phase::WillTopic { deadline };
+            self.transmit.push_back(SnMessage::WillTopicReq);
+        } else {
+            self.finish_connect(now, gw);
+        }
+    }
+
+    /// Any other message from this client.
+    pub(crate) fn handle(&mut self, message: SnMessage, now: Instant, gw: &mut Gateway) {
+        self.last_heard = now;
+        match self.phase {
+            Phase::WillTopic { .. } => return self.on_will_topic(message, now, gw),
+            Phase::WillMsg { .. } => return self.on_will_msg(message, now, gw),
+            Phase::Offline { .. } | Phase::Closed => return,
+            Phase::Active | Phase::Asleep { .. } | Phase::Awake { .. } => {}
+        }
+        match message {
+            SnMessage::Publish(publish) => self.on_publish(publish, now, gw),
+            SnMessage::PubRel { msg_id } => {
+                self.inbound_qos2.remove(&msg_id);
+                self.transmit.push_back(SnMessage::PubComp { msg_id });
+            }
+            SnMessage::Register(register) => self.on_register(register, gw),
+            SnMessage::RegAck(regack) => self.on_regack(regack, now, gw),
+            SnMessage::PubAck(puback) => self.on_puback(puback, now, gw),
+            SnMessage::PubRec { msg_id } => self.on_pubrec(msg_id, now),
+            SnMessage::PubComp { msg_id } => self.on_pubcomp(msg_id, now, gw),
+            SnMessage::Subscribe(subscribe) => self.on_subscribe(subscribe, now, gw),
+            SnMessage::Unsubscribe(unsubscribe) => self.on_unsubscribe(unsubscribe),
+            SnMessage::PingReq { client_id } => self.on_pingreq(client_id.is_some(), now, gw),
+            SnMessage::Disconnect { duration } => self.on_disconnect(duration, now),
+            SnMessage::WillTopicUpd(topic) => self.on_will_topic_update(topic, gw),
+            SnMessage::WillMsgUpd { will_msg } => {
+                self.will_message = will_msg;
+                self.transmit.push_back(SnMessage::WillMsgResp { return_code: ReturnCode::Accepted });
+            }
+            other => {
+                GatewayStats::bump(&gw.stats.unsupported);
+                debug!(client_id = %self.client_id, msg_type = ?other.msg_type(), "ignored: not expected from a client here");
+            }
+        }
+    }
+
+    /// Deliveries the outbox task took from the core outbox.
+    pub(crate) fn handle_deliveries(&mut self, batch: Vec<Delivery>, now: Instant, gw: &mut Gateway) {
+        self.requested = false;
+        match self.phase {
+            Phase::Offline { .. } => {
+                // Taken just before the session went offline: back to the outbox, where an
+                // offline session keeps only at-least-once messages.
+                let kept: Vec<Delivery> = batch.into_iter().filter(|d| d.qos != CoreQoS::AtMostOnce).collect();
+                self.core.receiver().requeue_front(kept.into_iter());
+                return;
+            }
+            Phase::Closed => return,
+            _ => {}
+        }
+        let bounded = self.is_sleeping();
+        for delivery in batch {
+            if bounded && self.out.pending.len() >= self.limits.max_buffered_sleeping {
+                gw.count_drop(DropReason::QueueFull);
+                settle(&delivery);
+                continue;
+            }
+            self.out.pending.push_back(Pending { delivery, taken_at: now });
+        }
+        self.pump(now, gw);
+    }
+
+    /// The core outbox overflowed with at-least-once messages: the client cannot keep up.
+    pub(crate) fn handle_overflow(&mut self, now: Instant) {
+        info!(client_id = %self.client_id, "outbox overflowed: disconnecting slow client");
+        self.close(CloseReason::SlowConsumer, true, now);
+    }
+
+    /// The time returned by [`Self::poll_timeout`] has come (or passed).
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        match self.phase {
+            Phase::WillTopic { deadline } | Phase::WillMsg { deadline, .. } if now >= deadline => {
+                info!(client_id = %self.client_id, "will handshake not completed in time");
+                return self.end(CloseReason::KeepAliveTimeout, false, now);
+            }
+            Phase::Offline { .. } if self.phase_deadline().is_some_and(|t| now >= t) => {
+                debug!(client_id = %self.client_id, "offline session expired");
+                self.phase = Phase::Closed;
+                self.events.push_back(Event::Expired);
+                return;
+            }
+            Phase::Active | Phase::Asleep { .. } | Phase::Awake { .. }
+                if self.phase_deadline().is_some_and(|t| now >= t) =>
+            {
+                // §6.14: silent for longer than the keep-alive (or sleep) duration: lost.
+                info!(client_id = %self.client_id, phase = ?self.phase, "no message within the keep-alive window: client lost");
+                return self.end(CloseReason::KeepAliveTimeout, true, now);
+            }
+            _ => {}
+        }
+        if !self.inflight_timer_runs() {
+            return;
+        }
+        let (timeout, retries) = (self.limits.retransmit_timeout, self.limits.retransmit_retries);
+        let Some(inflight) = self.out.inflight.as_mut().filter(|i| now >= i.deadline) else { return };
+        if inflight.retries_left == 0 {
+            info!(client_id = %self.client_id, retries, "no answer after the last retransmission: client lost");
+            return self.end(CloseReason::KeepAliveTimeout, true, now);
+        }
+        inflight.retries_left -= 1;
+        inflight.deadline = now + timeout;
+        self.transmit.push_back(inflight.retransmission());
+    }
+
+    /// The gateway ends the connection (shutdown, slow consumer, session taken over): with
+    /// `goodbye` a DISCONNECT tells the client to connect again (§5.4.21).
+    pub(crate) fn close(&mut self, reason: CloseReason, goodbye: bool, now: Instant) {
+        if matches!(self.phase, Phase::Offline { .. } | Phase::Closed) {
+            return;
+        }
+        if goodbye {
+            self.transmit.push_back(SnMessage::Disconnect { duration: None });
+        }
+        let fire_will = reason == CloseReason::SlowConsumer;
+        self.end(reason, fire_will, now);
+    }
+
+    /// The client is gone without a DISCONNECT (another client took its address): its will fires.
+    pub(crate) fn lost(&mut self, now: Instant) {
+        if !matches!(self.phase, Phase::Offline { .. } | Phase::Closed) {
+            info!(client_id = %self.client_id, "another client connected from this address: client lost");
+            self.end(CloseReason::ClientClosed, true, now);
+        }
+    }
+
+    // ---- output ----
+
+    /// The next message for the client.
+    pub(crate) fn poll_transmit(&mut self) -> Option<SnMessage> {
+        self.transmit.pop_front()
+    }
+
+    /// The next thing the endpoint must do.
+    pub(crate) fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Self::handle_timeout`] must be called next.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let inflight = self.out.inflight.as_ref().filter(|_| self.inflight_timer_runs()).map(|i| i.deadline);
+        match (self.phase_deadline(), inflight) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ---- internals ----
+
+    fn phase_deadline(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::WillTopic { deadline } | Phase::WillMsg { deadline, .. } => Some(*deadline),
+            // §6.14 / MQTT's rule: the client is lost after 1.5 × its keep-alive without a message.
+            Phase::Active => self.keep_alive.and_then(|ka| self.last_heard.checked_add(ka.mul_f32(1.5))),
+            Phase::Asleep { duration } | Phase::Awake { duration, .. } => {
+                self.last_heard.checked_add(Duration::from_secs(u64::from(*duration)).mul_f32(1.5))
+            }
+            Phase::Offline { since } => since.checked_add(self.limits.session_expiry),
+            Phase::Closed => None,
+        }
+    }
+
+    /// Retransmission runs only while the client is listening; asleep it is paused and the
+    /// exchange is resumed on wake-up.
+    fn inflight_timer_runs(&self) -> bool {
+        matches!(self.phase, Phase::Active | Phase::Awake { .. })
+    }
+
+    fn finish_connect(&mut self, now: Instant, gw: &mut Gateway) {
+        self.phase = Phase::Active;
+        self.transmit.push_back(SnMessage::ConnAck { return_code: ReturnCode::Accepted });
+        self.set_detached(false);
+        if !self.online {
+            self.online = true;
+            self.requested = false;
+            self.events.push_back(Event::Connected);
+        }
+        self.resume_inflight(now);
+        self.pump(now, gw);
+    }
+
+    /// Sends the in-flight exchange again after a sleep or a reconnection (as a duplicate).
+    fn resume_inflight(&mut self, now: Instant) {
+        if let Some(inflight) = &mut self.out.inflight {
+            inflight.deadline = now + self.limits.retransmit_timeout;
+            inflight.retries_left = self.limits.retransmit_retries;
+            self.transmit.push_back(inflight.retransmission());
+        }
+    }
+
+    fn on_will_topic(&mut self, message: SnMessage, now: Instant, gw: &mut Gateway) {
+        match message {
+            // §5.4.7: an empty WILLTOPIC means no will.
+            SnMessage::WillTopic(None) => {
+                self.will_topic = None;
+                self.will_message = Bytes::new();
+                self.finish_connect(now, gw);
+            }
+            SnMessage::WillTopic(Some(will)) => {
+                if let Err(e) = topic::validate_name(&will.topic) {
+                    info!(client_id = %self.client_id, topic = ?will.topic, error = %e, "CONNECT refused: invalid will topic");
+                    GatewayStats::bump(&gw.stats.refused);
+                    self.transmit.push_back(SnMessage::ConnAck { return_code: ReturnCode::NotSupported });
+                    return self.end(CloseReason::ProtocolError, false, now);
+                }
+                let deadline = now + self.limits.handshake_timeout();
+                self.phase = Phase::WillMsg { topic: will, deadline };
+                self.transmit.push_back(SnMessage::WillMsgReq);
+            }
+            other => {
+                debug!(client_id = %self.client_id, msg_type = ?other.msg_type(), "ignored during the will handshake")
+            }
+        }
+    }
+
+    fn on_will_msg(&mut self, message: SnMessage, now: Instant, gw: &mut Gateway) {
+        match message {
+            SnMessage::WillMsg { will_msg } => {
+                if let Phase::WillMsg { topic, .. } = std::mem::replace(&mut self.phase, Phase::Active) {
+                    self.will_topic = Some(topic);
+                }
+                self.will_message = will_msg;
+                self.finish_connect(now, gw);
+            }
+            // Our WILLMSGREQ was lost and the client sent WILLTOPIC again.
+            SnMessage::WillTopic(Some(_)) => self.transmit.push_back(SnMessage::WillMsgReq),
+            other => {
+                debug!(client_id = %self.client_id, msg_type = ?other.msg_type(), "ignored during the will handshake")
+            }
+        }
+    }
+
+    fn on_will_topic_update(&mut self, will: Option<WillTopic>, gw: &mut Gateway) {
+        // §5.4.22: an empty WILLTOPICUPD deletes the will topic and will message.
+        let return_code = match will {
+            None => {
+                self.will_topic = None;
+                self.will_message = Bytes::new();
+                ReturnCode::Accepted
+            }
+            Some(will) => match topic::validate_name(&will.topic) {
+                Ok(()) => {
+                    self.will_topic = Some(will);
+                    ReturnCode::Accepted
+                }
+                Err(e) => {
+                    info!(client_id = %self.client_id, topic = ?will.topic, error = %e, "WILLTOPICUPD refused: invalid topic");
+                    GatewayStats::bump(&gw.stats.refused);
+                    ReturnCode::NotSupported
+                }
+            },
+        };
+        self.transmit.push_back(SnMessage::WillTopicResp { return_code });
+    }
+
+    fn on_publish(&mut self, publish: Publish, now: Instant, gw: &mut Gateway) {
+        let Some(topic) = inbound_topic(publish.topic, &self.predefined, &gw.registry) else {
+            GatewayStats::bump(&gw.stats.invalid_topic_id);
+            info!(client_id = %self.client_id, topic = ?publish.topic, "PUBLISH refused: unknown topic id");
+            // §5.4.13: PUBACK also reports errors; QoS −1 has no answer of any kind.
+            if publish.qos != QoS::MinusOne {
+                self.transmit.push_back(SnMessage::PubAck(PubAck {
+                    topic_id: topic_id_field(publish.topic),
+                    msg_id: publish.msg_id,
+                    return_code: ReturnCode::InvalidTopicId,
+                }));
+            }
+            return;
+        };
+        let puback = |return_code| {
+            SnMessage::PubAck(PubAck { topic_id: topic_id_field(publish.topic), msg_id: publish.msg_id, return_code })
+        };
+        match publish.qos {
+            QoS::Two if self.inbound_qos2.contains(&publish.msg_id) => {
+                // A retransmission of a message already routed: answer, do not route twice.
+                self.transmit.push_back(SnMessage::PubRec { msg_id: publish.msg_id });
+            }
+            QoS::Two if self.inbound_qos2.len() >= MAX_INBOUND_QOS2 => {
+                info!(client_id = %self.client_id, "QoS 2 PUBLISH refused: too many unreleased messages");
+                GatewayStats::bump(&gw.stats.refused);
+                self.transmit.push_back(puback(ReturnCode::Congestion));
+            }
+            QoS::Two => {
+                self.route(&topic, &publish, now, gw);
+                self.inbound_qos2.insert(publish.msg_id);
+                self.transmit.push_back(SnMessage::PubRec { msg_id: publish.msg_id });
+            }
+            QoS::One => {
+                self.route(&topic, &publish, now, gw);
+                self.transmit.push_back(puback(ReturnCode::Accepted));
+            }
+            QoS::Zero | QoS::MinusOne => self.route(&topic, &publish, now, gw),
+        }
+    }
+
+    fn route(&self, topic: &str, publish: &Publish, now: Instant, gw: &mut Gateway) {
+        let message = core_message(
+            topic,
+            publish.data.clone(),
+            publish.qos,
+            publish.retain,
+            self.core.id(),
+            &self.client_id,
+            now,
+        );
+        self.core.publish(Arc::new(message));
+        gw.count_in();
+    }
+
+    fn on_register(&mut self, register: Register, gw: &mut Gateway) {
+        let msg_id = register.msg_id;
+        let refuse = |return_code| SnMessage::RegAck(RegAck { topic_id: 0, msg_id, return_code });
+        let reply = if let Err(e) = topic::validate_name(&register.topic_name) {
+            info!(client_id = %self.client_id, topic = ?register.topic_name, error = %e, "REGISTER refused: invalid topic name");
+            GatewayStats::bump(&gw.stats.refused);
+            refuse(ReturnCode::InvalidTopicId)
+        } else {
+            match gw.registry.get_or_insert(&register.topic_name) {
+                Ok(topic_id) => {
+                    self.learn(topic_id);
+                    SnMessage::RegAck(RegAck { topic_id, msg_id, return_code: ReturnCode::Accepted })
+                }
+                Err(RegistryFull) => {
+                    info!(client_id = %self.client_id, topic = ?register.topic_name, "REGISTER refused: topic id registry full (max_topic_ids)");
+                    GatewayStats::bump(&gw.stats.refused);
+                    refuse(ReturnCode::Congestion)
+                }
+            }
+        };
+        self.transmit.push_back(reply);
+    }
+
+    fn on_regack(&mut self, regack: RegAck, now: Instant, gw: &mut Gateway) {
+        let matches = self.out.inflight.as_ref().is_some_and(|i| i.step == Step::RegAck && i.msg_id() == regack.msg_id);
+        let Some(mut inflight) = self.out.inflight.take_if(|_| matches) else { return };
+        let topic_id = inflight.register.take().map_or(0, |r| r.topic_id);
+        if regack.return_code == ReturnCode::Accepted {
+            self.learn(topic_id);
+            self.send_publish(inflight.publish, inflight.pending, now, gw);
+        } else {
+            info!(client_id = %self.client_id, return_code = ?regack.return_code, "client refused our REGISTER: message dropped");
+            gw.count_drop(DropReason::Untranslatable);
+            settle(&inflight.pending.delivery);
+        }
+        self.pump(now, gw);
+    }
+
+    fn on_puback(&mut self, puback: PubAck, now: Instant, gw: &mut Gateway) {
+        let matches = self.out.inflight.as_ref().is_some_and(|i| i.step == Step::PubAck && i.msg_id() == puback.msg_id);
+        let Some(inflight) = self.out.inflight.take_if(|_| matches) else { return };
+        if puback.return_code != ReturnCode::Accepted {
+            // 0x02: the client does not know the id (it lost its registrations); it will be
+            // registered again before the next message on that topic.
+            if let PublishTopic::Normal(id) = inflight.publish.topic {
+                self.known_ids.remove(&id);
+            }
+            info!(client_id = %self.client_id, return_code = ?puback.return_code, "client refused a PUBLISH: message dropped");
+            gw.count_drop(DropReason::Untranslatable);
+        }
+        settle(&inflight.pending.delivery);
+        self.pump(now, gw);
+    }
+
+    fn on_pubrec(&mut self, msg_id: u16, now: Instant) {
+        let (timeout, retries) = (self.limits.retransmit_timeout, self.limits.retransmit_retries);
+        let Some(inflight) = self.out.inflight.as_mut().filter(|i| i.msg_id() == msg_id) else { return };
+        match inflight.step {
+            Step::PubRec => inflight.advance(Step::PubComp, now, timeout, retries),
+            Step::PubComp => {} // duplicate PUBREC: our PUBREL was lost
+            Step::RegAck | Step::PubAck => return,
+        }
+        self.transmit.push_back(SnMessage::PubRel { msg_id });
+    }
+
+    fn on_pubcomp(&mut self, msg_id: u16, now: Instant, gw: &mut Gateway) {
+        let matches = self.out.inflight.as_ref().is_some_and(|i| i.step == Step::PubComp && i.msg_id() == msg_id);
+        if let Some(inflight) = self.out.inflight.take_if(|_| matches) {
+            settle(&inflight.pending.delivery);
+            self.pump(now, gw);
+        }
+    }
+
+    fn on_subscribe(&mut self, subscribe: Subscribe, now: Instant, gw: &mut Gateway) {
+        let msg_id = subscribe.msg_id;
+        let mut refuse = |return_code, why: &str| {
+            info!(client_id = %self.client_id, topic = ?subscribe.topic, "SUBSCRIBE refused: {why}");
+            GatewayStats::bump(&gw.stats.refused);
+            self.transmit.push_back(SnMessage::SubAck(SubAck { qos: QoS::Zero, topic_id: 0, msg_id, return_code }));
+        };
+        if subscribe.qos == QoS::MinusOne {
+            return refuse(ReturnCode::NotSupported, "QoS -1 is for publishing only");
+        }
+        let (filter, form, topic_id) = match &subscribe.topic {
+            SubscribeTopic::Name(name) => {
+                if let Err(e) = topic::validate_filter(name) {
+                    return refuse(ReturnCode::InvalidTopicId, &e.to_string());
+                }
+                if topic::has_wildcard(name) {
+                    // §5.4.16: the TopicId of a SUBACK for a wildcard filter is 0x0000.
+                    (name.clone(), SubscriptionForm::Name, 0)
+                } else {
+                    match gw.registry.get_or_insert(name) {
+                        Ok(id) => (name.clone(), SubscriptionForm::Name, id),
+                        Err(RegistryFull) => {
+                            return refuse(ReturnCode::Congestion, "topic id registry full (max_topic_ids)");
+                        }
+                    }
+                }
+            }
+            SubscribeTopic::Predefined(id) => match self.predefined.name(*id) {
+                Some(name) => (name.to_string(), SubscriptionForm::Predefined(*id), *id),
+                None => return refuse(ReturnCode::InvalidTopicId, "unknown pre-defined topic id"),
+            },
+            SubscribeTopic::Short(name) => match short_filter(*name) {
+                Some(filter) => (filter, SubscriptionForm::Short(*name), 0),
+                None => return refuse(ReturnCode::InvalidTopicId, "invalid short topic name"),
+            },
+        };
+        let tag = form.tag();
+        let key = (filter, tag);
+        if !self.subscriptions.contains(&key) && self.subscriptions.len() >= self.limits.max_subscriptions {
+            return refuse(ReturnCode::Congestion, "max_subscriptions_per_client reached");
+        }
+        let max_qos = core_qos(subscribe.qos);
+        let options = SubscriptionOptions { max_qos, ..SubscriptionOptions::default() };
+        if let Err(e) = self.core.subscribe(&key.0, tag, options) {
+            return refuse(ReturnCode::InvalidTopicId, &e.to_string());
+        }
+        if topic_id != 0 && matches!(form, SubscriptionForm::Name) {
+            self.learn(topic_id);
+        }
+        self.transmit.push_back(SnMessage::SubAck(SubAck {
+            qos: subscribe.qos,
+            topic_id,
+            msg_id,
+            return_code: ReturnCode::Accepted,
+        }));
+        // Retained messages follow the SUBACK, marked retained, as in MQTT.
+        let retained = gw.router.retained(&key.0);
+        let limit = self.limits.max_retained_per_subscribe;
+        if retained.len() > limit {
+            gw.count_drops(DropReason::QueueFull, (retained.len() - limit) as u64);
+        }
+        for message in retained.into_iter().take(limit) {
+            let delivery = Delivery {
+                qos: message.qos.min(max_qos),
+                message,
+                retain: true,
+                tag,
+                subscription_id: None,
+                enqueued_at: now,
+                ack: None,
+                redelivered: false,
+            };
+            self.out.pending.push_back(Pending { delivery, taken_at: now });
+        }
+        self.subscriptions.insert(key);
+        self.pump(now, gw);
+    }
+
+    fn on_unsubscribe(&mut self, unsubscribe: Unsubscribe) {
+        let target = match &unsubscribe.topic {
+            SubscribeTopic::Name(name) => Some((name.clone(), SubscriptionForm::Name.tag())),
+            SubscribeTopic::Predefined(id) => {
+                self.predefined.name(*id).map(|name| (name.to_string(), SubscriptionForm::Predefined(*id).tag()))
+            }
+            SubscribeTopic::Short(name) => short_filter(*name).map(|f| (f, SubscriptionForm::Short(*name).tag())),
+        };
+        if let Some(key) = target {
+            self.core.unsubscribe(&key.0, key.1);
+            self.subscriptions.remove(&key);
+        }
+        // §5.4.18: UNSUBACK whether or not the subscription existed.
+        self.transmit.push_back(SnMessage::UnsubAck { msg_id: unsubscribe.msg_id });
+    }
+
+    fn on_pingreq(&mut self, with_client_id: bool, now: Instant, gw: &mut Gateway) {
+        match self.phase {
+            // §6.14: PINGREQ with the ClientId wakes the client up: buffered messages, then PINGRESP.
+            Phase::Asleep { duration } if with_client_id => {
+                self.phase = Phase::Awake { duration, remaining: self.out.pending.len() };
+                self.resume_inflight(now);
+                self.pump(now, gw);
+            }
+            Phase::Awake { .. } => {} // PINGRESP follows the buffered messages
+            _ => self.transmit.push_back(SnMessage::PingResp),
+        }
+    }
+
+    fn on_disconnect(&mut self, duration: Option<u16>, now: Instant) {
+        // §5.4.21: the gateway acknowledges with a DISCONNECT (without duration).
+        self.transmit.push_back(SnMessage::Disconnect { duration: None });
+        match duration.filter(|&d| d > 0) {
+            Some(duration) => {
+                self.phase = Phase::Asleep { duration };
+                self.last_heard = now;
+                self.maybe_request();
+            }
+            None => self.end(CloseReason::ClientClosed, false, now),
+        }
+    }
+
+    /// Sends waiting deliveries while the phase allows and nothing is in flight; finishes an
+    /// awake period with PINGRESP; asks for more deliveries when there is room.
+    fn pump(&mut self, now: Instant, gw: &mut Gateway) {
+        while self.out.inflight.is_none() {
+            let may_send = match &self.phase {
+                Phase::Active => true,
+                Phase::Awake { remaining, .. } => *remaining > 0,
+                _ => false,
+            };
+            if !may_send {
+                break;
+            }
+            let next = self.out.pending.pop_front();
+            if let Phase::Awake { remaining, .. } = &mut self.phase {
+                *remaining = if next.is_some() { *remaining - 1 } else { 0 };
+            }
+            let Some(pending) = next else { break };
+            self.start_delivery(pending, now, gw);
+        }
+        if let Phase::Awake { duration, remaining: 0 } = self.phase
+            && self.out.inflight.is_none()
+        {
+            // §6.14: buffered messages delivered; PINGRESP sends the client back to sleep.
+            self.transmit.push_back(SnMessage::PingResp);
+            self.phase = Phase::Asleep { duration };
+            self.last_heard = now;
+        }
+        self.maybe_request();
+    }
+
+    fn maybe_request(&mut self) {
+        if !self.online || self.requested {
+            return;
+        }
+        let sleeping = self.is_sleeping();
+        let room = match self.phase {
+            Phase::Active => self.out.pending.is_empty(),
+            Phase::Asleep { .. } | Phase::Awake { .. } => self.out.pending.len() < self.limits.max_buffered_sleeping,
+            _ => false,
+        };
+        // Asleep with a full buffer: the core outbox, detached, keeps at-least-once messages up
+        // to its capacity (and drops the rest, counted) instead of overflowing.
+        self.set_detached(sleeping && !room);
+        if room {
+            self.requested = true;
+            self.events.push_back(Event::WantDeliveries);
+        }
+    }
+
+    /// Records that the client knows a registered id. Bounded: past [`MAX_KNOWN_IDS`] one id is
+    /// forgotten, which only costs a REGISTER (of the same id) if that topic comes up again.
+    fn learn(&mut self, topic_id: u16) {
+        if self.known_ids.len() >= MAX_KNOWN_IDS
+            && !self.known_ids.contains(&topic_id)
+            && let Some(&forget) = self.known_ids.iter().next()
+        {
+            self.known_ids.remove(&forget);
+        }
+        self.known_ids.insert(topic_id);
+    }
+
+    fn set_detached(&mut self, detached: bool) {
+        if self.detached != detached {
+            self.detached = detached;
+            self.core.receiver().set_attached(!detached);
+        }
+    }
+
+    /// Starts sending one delivery: drops it if it cannot be sent, REGISTERs its topic first if
+    /// the client does not know the id, else sends the PUBLISH.
+    fn start_delivery(&mut self, pending: Pending, now: Instant, gw: &mut Gateway) {
+        let delivery = &pending.delivery;
+        if delivery.message.is_expired(now) {
+            gw.count_drop(DropReason::Expired);
+            return settle(delivery);
+        }
+        let form = SubscriptionForm::from_tag(delivery.tag);
+        let known = &self.known_ids;
+        let target =
+            outbound_topic(&delivery.message.topic, form, &self.predefined, &mut gw.registry, |id| known.contains(&id));
+        let topic = match &target {
+            OutboundTopic::Ready(topic) => *topic,
+            OutboundTopic::Register { id, .. } => PublishTopic::Normal(*id),
+            OutboundTopic::Unmappable => {
+                debug!(client_id = %self.client_id, topic = %delivery.message.topic, "no topic id for this topic (registry full): dropped");
+                gw.count_drop(DropReason::Untranslatable);
+                return settle(delivery);
+            }
+        };
+        let qos = sn_qos(delivery.qos);
+        let msg_id = if qos == QoS::Zero { 0 } else { self.out.next_msg_id() };
+        let publish = Publish {
+            dup: delivery.redelivered && qos != QoS::Zero,
+            qos,
+            retain: delivery.retain,
+            topic,
+            msg_id,
+            data: delivery.message.payload.clone(),
+        };
+        if encoded_len(&SnMessage::Publish(publish.clone())) > self.limits.max_message_size {
+            debug!(client_id = %self.client_id, topic = %delivery.message.topic, "message larger than max_message_size_bytes: dropped");
+            gw.count_drop(DropReason::Untranslatable);
+            return settle(delivery);
+        }
+        match target {
+            OutboundTopic::Register { id, name } => {
+                // §6.10: the gateway registers a topic with the client before publishing on it.
+                let register = Register { topic_id: id, msg_id: self.out.next_msg_id(), topic_name: name.to_string() };
+                let message = SnMessage::Register(register.clone());
+                if encoded_len(&message) > self.limits.max_message_size {
+                    gw.count_drop(DropReason::Untranslatable);
+                    return settle(&pending.delivery);
+                }
+                self.transmit.push_back(message);
+                self.out.inflight = Some(Inflight {
+                    step: Step::RegAck,
+                    register: Some(register),
+                    publish,
+                    pending,
+                    retries_left: self.limits.retransmit_retries,
+                    deadline: now + self.limits.retransmit_timeout,
+                });
+            }
+            _ => self.send_publish(publish, pending, now, gw),
+        }
+    }
+
+    fn send_publish(&mut self, publish: Publish, pending: Pending, now: Instant, gw: &mut Gateway) {
+        self.transmit.push_back(SnMessage::Publish(publish.clone()));
+        let metrics = gw.router.metrics();
+        metrics.protocol(Protocol::MqttSn).messages_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        record_delivery(metrics, Protocol::MqttSn, &pending.delivery, pending.taken_at, now);
+        let step = match publish.qos {
+            QoS::One => Step::PubAck,
+            QoS::Two => Step::PubRec,
+            QoS::Zero | QoS::MinusOne => return settle(&pending.delivery),
+        };
+        self.out.inflight = Some(Inflight {
+            step,
+            register: None,
+            publish,
+            pending,
+            retries_left: self.limits.retransmit_retries,
+            deadline: now + self.limits.retransmit_timeout,
+        });
+    }
+
+    /// Ends the connection. The will is published when `fire_will` (the client did not say
+    /// goodbye). With clean session off the session stays offline: what was not delivered goes
+    /// back to the core outbox, which keeps at-least-once messages for it.
+    fn end(&mut self, reason: CloseReason, fire_will: bool, now: Instant) {
+        if fire_will {
+            self.publish_will(now);
+        }
+        self.online = false;
+        self.requested = false;
+        let keep = !self.clean;
+        if keep {
+            let undelivered: Vec<Delivery> =
+                self.out.drain_undelivered().into_iter().filter(|d| d.qos != CoreQoS::AtMostOnce).collect();
+            self.core.receiver().requeue_front(undelivered.into_iter());
+            self.set_detached(true);
+            self.phase = Phase::Offline { since: now };
+        } else {
+            self.out = Outgoing::default();
+            self.phase = Phase::Closed;
+        }
+        self.events.push_back(Event::Ended { reason, keep });
+    }
+
+    fn publish_will(&mut self, now: Instant) {
+        let Some(will) = self.will_topic.take() else { return };
+        let payload = std::mem::take(&mut self.will_message);
+        let mut message =
+            core_message(&will.topic, payload, will.qos, will.retain, self.core.id(), &self.client_id, now);
+        // A will is sent by the gateway on the client's behalf, after its connection is gone.
+        message.origin.protocol = Protocol::Internal;
+        info!(client_id = %self.client_id, topic = %will.topic, "publishing will");
+        self.core.publish(Arc::new(message));
+    }
+}
+
+/// Settles a delivery that came from a named queue (none do today: MQTT-SN subscribes outboxes
+/// only, but a queue delivery must never be left unsettled).
+fn settle(delivery: &Delivery) {
+    if let Some(ack) = &delivery.ack {
+        ack.ack();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The state machine driven with synthetic time: keep-alive, sleep, retransmission and
+    //! expiry without sockets or real clocks.
+
+    use super::*;
+    use crate::registry::TopicRegistry;
+    use mqttsn_codec::PROTOCOL_ID;
+    use tolk_core::{Message, Metrics, Origin, Router, RouterConfig, SessionId};
+
+    fn gateway() -> Gateway {
+        let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
+        let limits = Limits {
+            retransmit_timeout: Duration::from_secs(10),
+            retransmit_retries: 2,
+            max_buffered_sleeping: 8,
+            max_message_size: 1024,
+            max_subscriptions: 4,
+            session_expiry: Duration::from_secs(3600),
+            max_retained_per_subscribe: 8,
+        };
+        Gateway { router, registry: TopicRegistry::new(100), stats: Arc::default(), limits }
+    }
+
+    fn session(gw: &Gateway, now: Instant) -> ClientSession {
+        let core = Arc::new(gw.router.open_session(Protocol::MqttSn));
+        ClientSession::new("c".into(), core, Arc::default(), gw.limits, now)
+    }
+
+    fn connect(keep_alive: u16, clean_session: bool, will: bool) -> Connect {
+        Connect { will, clean_session, protocol_id: PROTOCOL_ID, duration: keep_alive, client_id: "c".into() }
+    }
+
+    fn delivery(topic: &str, qos: CoreQoS, tag: u64) -> Delivery {
+        let origin = Origin { protocol: Protocol::Mqtt, session: SessionId(999), client_id: "m".into() };
+        Delivery {
+            message: Arc::new(Message::new(topic, "x", origin)),
+            qos,
+            retain: false,
+            tag,
+            subscription_id: None,
+            enqueued_at: Instant::now(),
+            ack: None,
+            redelivered: false,
+        }
+    }
+
+    fn transmitted(s: &mut ClientSession) -> Vec<SnMessage> {
+        std::iter::from_fn(|| s.poll_transmit()).collect()
+    }
+
+    fn events(s: &mut ClientSession) -> Vec<Event> {
+        std::iter::from_fn(|| s.poll_event()).collect()
+    }
+
+    const SHORT: u64 = 2 << 32 | 0x6162; // SubscriptionForm::Short(*b"ab")
+
+    #[test]
+    fn keep_alive_times_out_at_one_and_a_half_times_the_duration_and_fires_the_will() {
+        let mut gw = gateway();
+        let watcher = gw.router.open_session(Protocol::Mqtt);
+        watcher.subscribe("w", 0, SubscriptionOptions::default()).unwrap();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(10, true, true), t0, &mut gw);
+        assert_eq!(transmitted(&mut s), [SnMessage::WillTopicReq]);
+        let will = WillTopic { qos: QoS::Zero, retain: false, topic: "w".into() };
+        s.handle(SnMessage::WillTopic(Some(will)), t0, &mut gw);
+        s.handle(SnMessage::WillMsg { will_msg: Bytes::from_static(b"bye") }, t0, &mut gw);
+        assert_eq!(
+            transmitted(&mut s),
+            [SnMessage::WillMsgReq, SnMessage::ConnAck { return_code: ReturnCode::Accepted }]
+        );
+        assert_eq!(events(&mut s), [Event::Connected, Event::WantDeliveries]);
+
+        let t1 = t0 + Duration::from_secs(5);
+        s.handle(SnMessage::PingReq { client_id: None }, t1, &mut gw);
+        assert_eq!(transmitted(&mut s), [SnMessage::PingResp]);
+        assert_eq!(s.poll_timeout(), Some(t1 + Duration::from_secs(15)));
+        s.handle_timeout(t1 + Duration::from_secs(14));
+        assert_eq!(s.phase(), &Phase::Active);
+        s.handle_timeout(t1 + Duration::from_secs(15));
+        assert_eq!(events(&mut s), [Event::Ended { reason: CloseReason::KeepAliveTimeout, keep: false }]);
+        assert_eq!(s.phase(), &Phase::Closed);
+        assert_eq!(watcher.receiver().len(), 1, "will published");
+    }
+
+    #[test]
+    fn an_unfinished_will_handshake_is_abandoned() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(10, true, true), t0, &mut gw);
+        let deadline = t0 + gw.limits.handshake_timeout();
+        assert_eq!(s.poll_timeout(), Some(deadline));
+        s.handle_timeout(deadline);
+        assert_eq!(events(&mut s), [Event::Ended { reason: CloseReason::KeepAliveTimeout, keep: false }]);
+    }
+
+    #[test]
+    fn retransmission_uses_dup_then_gives_up() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(0, true, false), t0, &mut gw);
+        transmitted(&mut s);
+        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
+        let [SnMessage::Publish(first)] = &transmitted(&mut s)[..] else { panic!() };
+        assert!(!first.dup);
+        let mut at = t0;
+        for _ in 0..2 {
+            at += Duration::from_secs(10);
+            assert_eq!(s.poll_timeout(), Some(at));
+            s.handle_timeout(at);
+            let [SnMessage::Publish(again)] = &transmitted(&mut s)[..] else { panic!() };
+            assert!(again.dup && again.msg_id == first.msg_id);
+        }
+        at += Duration::from_secs(10);
+        s.handle_timeout(at);
+        assert!(events(&mut s).contains(&Event::Ended { reason: CloseReason::KeepAliveTimeout, keep: false }));
+    }
+
+    #[test]
+    fn qos2_outbound_runs_pubrec_pubrel_pubcomp_and_retransmits_pubrel() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(0, true, false), t0, &mut gw);
+        transmitted(&mut s);
+        s.handle_deliveries(
+            vec![delivery("ab", CoreQoS::ExactlyOnce, SHORT), delivery("ab", CoreQoS::AtMostOnce, SHORT)],
+            t0,
+            &mut gw,
+        );
+        let [SnMessage::Publish(publish)] = &transmitted(&mut s)[..] else { panic!() };
+        let msg_id = publish.msg_id;
+        s.handle(SnMessage::PubRec { msg_id }, t0, &mut gw);
+        assert_eq!(transmitted(&mut s), [SnMessage::PubRel { msg_id }]);
+        let later = t0 + Duration::from_secs(10);
+        s.handle_timeout(later);
+        assert_eq!(transmitted(&mut s), [SnMessage::PubRel { msg_id }]);
+        s.handle(SnMessage::PubComp { msg_id }, later, &mut gw);
+        // The QoS 0 message waited for the exchange to complete.
+        let [SnMessage::Publish(next)] = &transmitted(&mut s)[..] else { panic!() };
+        assert_eq!(next.qos, QoS::Zero);
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    #[test]
+    fn asleep_pauses_retransmission_and_buffers_until_pingreq() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(30, true, false), t0, &mut gw);
+        transmitted(&mut s);
+        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
+        assert_eq!(transmitted(&mut s).len(), 1);
+        s.handle(SnMessage::Disconnect { duration: Some(100) }, t0, &mut gw);
+        assert_eq!(transmitted(&mut s), [SnMessage::Disconnect { duration: None }]);
+        assert_eq!(s.phase(), &Phase::Asleep { duration: 100 });
+        // Only the sleep timer runs.
+        assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(150)));
+        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t0, &mut gw);
+        assert!(transmitted(&mut s).is_empty());
+
+        let t1 = t0 + Duration::from_secs(60);
+        s.handle(SnMessage::PingReq { client_id: Some("c".into()) }, t1, &mut gw);
+        let [SnMessage::Publish(resent)] = &transmitted(&mut s)[..] else { panic!() };
+        assert!(resent.dup);
+        s.handle(
+            SnMessage::PubAck(PubAck { topic_id: 0x6162, msg_id: resent.msg_id, return_code: ReturnCode::Accepted }),
+            t1,
+            &mut gw,
+        );
+        let sent = transmitted(&mut s);
+        assert!(
+            matches!(sent[..], [SnMessage::Publish(Publish { qos: QoS::Zero, .. }), SnMessage::PingResp]),
+            "{sent:?}"
+        );
+        assert_eq!(s.phase(), &Phase::Asleep { duration: 100 });
+        s.handle_timeout(t1 + Duration::from_secs(150));
+        assert!(events(&mut s).contains(&Event::Ended { reason: CloseReason::KeepAliveTimeout, keep: false }));
+    }
+
+    #[test]
+    fn a_persistent_session_goes_offline_requeues_and_expires() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(0, false, false), t0, &mut gw);
+        transmitted(&mut s);
+        events(&mut s);
+        s.handle_deliveries(
+            vec![
+                delivery("ab", CoreQoS::AtLeastOnce, SHORT),
+                delivery("ab", CoreQoS::AtMostOnce, SHORT),
+                delivery("ab", CoreQoS::AtLeastOnce, SHORT),
+            ],
+            t0,
+            &mut gw,
+        );
+        s.handle(SnMessage::Disconnect { duration: None }, t0, &mut gw);
+        assert_eq!(events(&mut s), [Event::Ended { reason: CloseReason::ClientClosed, keep: true }]);
+        // The in-flight message (marked redelivered) and the waiting QoS 1 one go back; QoS 0 does not.
+        let mut back = Vec::new();
+        s.core().receiver().try_drain(&mut back, 10).unwrap();
+        assert_eq!(back.len(), 2);
+        assert!(back[0].redelivered && !back[1].redelivered);
+        let expiry = t0 + Duration::from_secs(3600);
+        assert_eq!(s.poll_timeout(), Some(expiry));
+        s.handle_timeout(expiry);
+        assert_eq!(events(&mut s), [Event::Expired]);
+    }
+
+    #[test]
+    fn known_ids_are_bounded() {
+        let gw = gateway();
+        let mut s = session(&gw, Instant::now());
+        for id in 1..=2000 {
+            s.learn(id);
+        }
+        assert_eq!(s.known_ids.len(), MAX_KNOWN_IDS);
+        assert!(s.known_ids.contains(&2000));
+    }
+
+    #[test]
+    fn wildcard_deliveries_register_first_and_a_refused_register_drops_the_message() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(0, true, false), t0, &mut gw);
+        transmitted(&mut s);
+        s.handle_deliveries(
+            vec![delivery("a/b", CoreQoS::AtMostOnce, 0), delivery("c/d", CoreQoS::AtMostOnce, 0)],
+            t0,
+            &mut gw,
+        );
+        let [SnMessage::Register(register)] = &transmitted(&mut s)[..] else { panic!() };
+        assert_eq!(register.topic_name, "a/b");
+        let refused =
+            RegAck { topic_id: register.topic_id, msg_id: register.msg_id, return_code: ReturnCode::NotSupported };
+        s.handle(SnMessage::RegAck(refused), t0, &mut gw);
+        let [SnMessage::Register(next)] = &transmitted(&mut s)[..] else { panic!() };
+        assert_eq!(next.topic_name, "c/d");
+        assert_eq!(gw.router.metrics().protocol(Protocol::MqttSn).dropped_count(DropReason::Untranslatable), 1);
+    }
+}
