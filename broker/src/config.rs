@@ -29,6 +29,8 @@ pub struct Config {
     pub core: RouterConfig,
     /// The HTTP server (metrics, health, latency API).
     pub http: HttpConfig,
+    /// The AMQP 0.9.1 front end.
+    pub amqp: tolk_amqp::AmqpConfig,
     /// The MQTT front end.
     pub mqtt: tolk_mqtt::MqttConfig,
     /// The MQTT-SN gateway.
@@ -45,6 +47,7 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             core: RouterConfig::default(),
             http: HttpConfig::default(),
+            amqp: tolk_amqp::AmqpConfig::default(),
             mqtt: tolk_mqtt::MqttConfig::default(),
             mqttsn: tolk_mqttsn::MqttSnConfig::default(),
             stomp: tolk_stomp::StompConfig::default(),
@@ -142,6 +145,9 @@ impl Config {
     /// The enabled protocol front ends, built from their sections.
     pub fn front_ends(&self) -> Vec<Box<dyn FrontEnd>> {
         let mut front_ends: Vec<Box<dyn FrontEnd>> = Vec::new();
+        if self.amqp.enabled {
+            front_ends.push(Box::new(tolk_amqp::AmqpFrontEnd::new(self.amqp.clone())));
+        }
         if self.mqtt.enabled {
             front_ends.push(Box::new(tolk_mqtt::MqttFrontEnd::new(self.mqtt.clone())));
         }

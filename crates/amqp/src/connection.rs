@@ -1,0 +1,86 @@
+//! The per-connection task: one `tokio::select!` over reading bytes, writing queued frames,
+//! draining the core outbox in batches, queue-deletion notices, the session's timers and
+//! shutdown. All protocol decisions are the session's; this loop only moves bytes and time.
+//!
+//! Reading and writing run concurrently, so a client that publishes while not reading cannot
+//! deadlock the two sides; reading (and taking deliveries) pauses while more than
+//! [`HIGH_WATER`] bytes wait to be written, so memory stays bounded by a client that does not read.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tolk_core::listener::Connection;
+use tolk_core::{CloseReason, Protocol};
+
+use crate::session::{AmqpSession, Shared};
+
+/// Output bytes above which the connection stops reading and taking deliveries.
+pub const HIGH_WATER: usize = 256 * 1024;
+/// Deliveries taken from the outbox per wake-up.
+const DELIVERY_BATCH: usize = 64;
+/// How long the last frames (a close, a close-ok) may take to be written before the socket is
+/// closed anyway.
+const FINAL_FLUSH: Duration = Duration::from_secs(2);
+
+/// Runs one accepted connection to its end.
+pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
+    let Connection { mut stream, shutdown, router, .. } = connection;
+    let core = router.open_session(Protocol::Amqp);
+    let mut deletions = shared.registry.queue_deletions();
+    let mut deletions_open = true;
+    let mut session = AmqpSession::new(shared, core, Instant::now());
+    let (mut reader, mut writer) = stream.split();
+    let mut input = BytesMut::with_capacity(8 * 1024);
+    let mut batch = Vec::with_capacity(DELIVERY_BATCH);
+    let mut shutting_down = false;
+    loop {
+        if let Some(reason) = session.finished() {
+            let flush = async {
+                writer.write_all(session.pending_output()).await?;
+                writer.shutdown().await
+            };
+            let _ = tokio::time::timeout(FINAL_FLUSH, flush).await;
+            return reason;
+        }
+        if input.capacity() - input.len() < 4096 {
+            input.reserve(8 * 1024);
+        }
+        let backlog = session.pending_output().len();
+        let deadline = session.poll_timeout();
+        let timer = async move {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled(), if !shutting_down => {
+                shutting_down = true;
+                session.begin_shutdown(Instant::now());
+            }
+            read = reader.read_buf(&mut input), if backlog < HIGH_WATER => match read {
+                Ok(0) => session.handle_eof(!input.is_empty()),
+                Ok(_) => session.handle_bytes(&mut input, Instant::now()),
+                Err(e) => session.handle_io_error(&e),
+            },
+            written = writer.write(session.pending_output()), if backlog > 0 => match written {
+                Ok(0) => session.handle_io_error(&std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => session.advance_output(n, Instant::now()),
+                Err(e) => session.handle_io_error(&e),
+            },
+            drained = session.receiver().drain(&mut batch, DELIVERY_BATCH), if session.wants_deliveries() && backlog < HIGH_WATER => {
+                match drained {
+                    Ok(_) => session.handle_deliveries(&mut batch, Instant::now()),
+                    Err(_) => session.handle_overflow(Instant::now()),
+                }
+            }
+            changed = deletions.changed(), if deletions_open => match changed {
+                Ok(()) => session.handle_queue_deletions(),
+                Err(_) => deletions_open = false,
+            },
+            () = timer => session.handle_timeout(Instant::now()),
+        }
+    }
+}
