@@ -37,6 +37,8 @@ pub struct Config {
     pub mqttsn: tolk_mqttsn::MqttSnConfig,
     /// The STOMP front end.
     pub stomp: tolk_stomp::StompConfig,
+    /// The WS-Notification endpoint (served on the HTTP port).
+    pub wsn: tolk_wsn::WsnConfig,
 }
 
 impl Default for Config {
@@ -51,6 +53,7 @@ impl Default for Config {
             mqtt: tolk_mqtt::MqttConfig::default(),
             mqttsn: tolk_mqttsn::MqttSnConfig::default(),
             stomp: tolk_stomp::StompConfig::default(),
+            wsn: tolk_wsn::WsnConfig::default(),
         }
     }
 }
@@ -128,6 +131,10 @@ impl Config {
             }
         }
         self.mqttsn.validate()?;
+        self.wsn.validate().map_err(anyhow::Error::msg)?;
+        if self.wsn.enabled && !self.http.enabled {
+            bail!("wsn.enabled: WS-Notification is served on the HTTP port; enable [http] or disable [wsn]");
+        }
         let mut seen: HashMap<(Transport, u16), &str> = HashMap::new();
         let http = self.http.enabled.then_some(("http", Transport::Tcp, self.http.bind));
         let listens = self.front_ends().into_iter().flat_map(|f| f.listens()).map(|l| (l.name, l.transport, l.addr));

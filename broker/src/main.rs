@@ -95,7 +95,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
         info!(listener = name, addresses = ?bound, "listening");
     }
     if config.http.enabled {
-        let app = http::routes(metrics.clone());
+        let wsn = tolk_wsn::WsnFrontEnd::new(config.wsn.clone());
+        let app = http::routes(metrics.clone()).merge(wsn.routes(ctx.clone()));
         let addr = http::serve(config.http.bind, app, ctx.shutdown.clone(), &ctx.tracker).await?;
         info!(listener = "http", address = %addr, "listening");
     }

@@ -1,0 +1,28 @@
+//! Serves the WS-N endpoint alone (default configuration, path `/wsn`), for trying clients
+//! against it before the broker binary is at hand:
+//!
+//! ```text
+//! cargo run -p tolk-wsn --example serve -- 127.0.0.1:8080
+//! ```
+
+use std::sync::Arc;
+
+use tolk_core::frontend::FrontEndContext;
+use tolk_core::{Metrics, Router, RouterConfig};
+use tolk_wsn::{WsnConfig, WsnFrontEnd};
+
+#[tokio::main]
+async fn main() {
+    let bind = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8080".to_owned());
+    let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
+    let ctx = FrontEndContext::new(router, std::env::temp_dir());
+    let app = WsnFrontEnd::new(WsnConfig::default()).routes(ctx.clone());
+    let listener = tokio::net::TcpListener::bind(&bind).await.expect("bind");
+    println!("WS-N endpoint on http://{}/wsn", listener.local_addr().expect("address"));
+    let shutdown = ctx.shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        shutdown.cancel();
+    });
+    axum::serve(listener, app).with_graceful_shutdown(ctx.shutdown.clone().cancelled_owned()).await.expect("serve");
+}

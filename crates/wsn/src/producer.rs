@@ -1,0 +1,204 @@
+//! The NotificationBroker's own operations (WS-BaseNotification 1.3 §3–§4 and
+//! WS-BrokeredNotification's broker role): Notify from publishers into the core, Subscribe, and
+//! GetCurrentMessage from the core's retained store.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use axum::http::Uri;
+use tolk_core::{Message, Origin, Protocol};
+use tracing::{Instrument, debug, info_span};
+use wsn_xml::{
+    AddressingVersion, EndpointReference, FaultKind, NotificationMessage, ReplyContext, Response, Subscribe,
+    TopicExpression, write_response,
+};
+
+use crate::endpoint::{Endpoint, Reply};
+use crate::fault::{Refusal, shorten};
+use crate::filter::filters_of;
+use crate::lifetime::{Ask, grant, now_unix_millis};
+use crate::subscription::{Consumer, NewSubscription, Subscription};
+use crate::translate::{element_of, message_from_notification};
+
+impl Endpoint {
+    /// Notify from a publisher: every NotificationMessage becomes a core message. All are
+    /// checked before any is published, so a refused Notify publishes nothing.
+    pub(crate) fn notify(&self, notifications: &[NotificationMessage], received_at: Instant) -> Result<Reply, Refusal> {
+        let messages = self.messages_of(notifications, received_at)?;
+        let count = messages.len() as u64;
+        for message in messages {
+            self.router.publish(Arc::new(message));
+        }
+        self.router.metrics().protocol(Protocol::Wsn).messages_in.fetch_add(count, Relaxed);
+        Ok(Reply::Accepted)
+    }
+
+    /// The core messages of a Notify, or the fault refusing it.
+    pub(crate) fn messages_of(
+        &self,
+        notifications: &[NotificationMessage],
+        received_at: Instant,
+    ) -> Result<Vec<Message>, Refusal> {
+        notifications
+            .iter()
+            .map(|n| {
+                let producer = n.producer_reference.as_ref().map_or("", |r| r.address.as_str());
+                let origin = Origin { protocol: Protocol::Wsn, session: self.publisher, client_id: producer.into() };
+                let mut message = message_from_notification(n, &origin, &self.limits, received_at)?;
+                message.retain = self.config.retain_notify;
+                Ok(message)
+            })
+            .collect()
+    }
+
+    /// Subscribe: a push subscription to an HTTP consumer, or a pull subscription when the
+    /// consumer is one of this broker's pull points.
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        request: &Subscribe,
+        ctx: &ReplyContext,
+        base: &str,
+    ) -> Result<Reply, Refusal> {
+        let filters = filters_of(request, self.config.max_filters_per_subscription)?;
+        if !request.other_policies.is_empty() {
+            let names: Vec<String> = request.other_policies.iter().map(ToString::to_string).collect();
+            return Err(Refusal::new(
+                FaultKind::UnrecognizedPolicyRequest { policies: request.other_policies.clone() },
+                format!("only the UseRaw policy is supported, not {}", names.join(", ")),
+            ));
+        }
+        let now = now_unix_millis();
+        let terminates_at = grant(
+            Ask::Subscribe,
+            request.initial_termination_time.as_deref(),
+            now,
+            self.config.default_subscription_lifetime,
+            self.config.max_subscription_lifetime,
+        )?;
+        let consumer = self.consumer_of(&request.consumer_reference, base)?;
+        let id = self.ids.resource_id();
+        let reference = EndpointReference::new(self.subscription_address(base, &id));
+        let owner = self.router.next_session_id();
+        let (target, receiver) = match &consumer {
+            Consumer::PullPoint(pp) => (pp.outbox(), None),
+            Consumer::Push { .. } => {
+                let (outbox, receiver) = tolk_core::outbox(owner, Protocol::Wsn, self.config.push.queue_per_consumer);
+                (outbox, Some(receiver))
+            }
+        };
+        let parts = NewSubscription {
+            id: id.clone(),
+            tag: self.next_tag(),
+            reference: reference.clone(),
+            filters,
+            use_raw: request.use_raw,
+            soap: ctx.soap,
+            addressing: ctx.addressing,
+            consumer,
+            terminates_at,
+            cancel: self.shutdown.child_token(),
+            owner,
+        };
+        let subscription = Arc::new(Subscription::new(parts, self.router.clone(), target));
+        self.registry.insert_subscription(subscription.clone(), self.config.max_subscriptions)?;
+        if let (Some(receiver), Consumer::Push { uri, .. }) = (receiver, &subscription.consumer) {
+            let limit = self.consumer_limit(&uri.authority().map(ToString::to_string).unwrap_or_default());
+            let span = info_span!("wsn_push", subscription = %id, consumer = %shorten(&uri.to_string()));
+            self.tracker.spawn(crate::push::run(self.clone(), subscription.clone(), receiver, limit).instrument(span));
+        }
+        subscription.attach();
+        debug!(
+            subscription = %id,
+            filters = ?subscription.filters.iter().map(|f| f.filter.as_str()).collect::<Vec<_>>(),
+            raw = subscription.use_raw,
+            "subscribed"
+        );
+        let body = write_response(
+            ctx,
+            &Response::Subscribe {
+                subscription_reference: &reference,
+                current_time: Some(now),
+                termination_time: Some(terminates_at),
+            },
+        );
+        Ok(Reply::Body(body))
+    }
+
+    /// Where a Subscribe's notifications go: one of our pull points (by address), or an
+    /// `http://` consumer. Refused: other schemes (https is not supported yet), anonymous
+    /// addresses, and this broker's own broker or subscription addresses (a loop).
+    fn consumer_of(&self, reference: &EndpointReference, base: &str) -> Result<Consumer, Refusal> {
+        let failed = |reason: String| Refusal::new(FaultKind::SubscribeCreationFailed, reason);
+        let address = reference.address.trim();
+        if address == AddressingVersion::W3c.anonymous() || address == AddressingVersion::Submission.anonymous() {
+            return Err(failed(
+                "an anonymous ConsumerReference cannot be sent notifications: give an http:// address, or \
+                 create a pull point and subscribe it"
+                    .into(),
+            ));
+        }
+        let uri: Uri = address
+            .parse()
+            .map_err(|_| failed(format!("ConsumerReference address {:?} is not a URL", shorten(address))))?;
+        match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") => {}
+            Some(s) if s.eq_ignore_ascii_case("https") => {
+                return Err(failed(format!(
+                    "https consumers are not supported yet ({}): give an http:// address, or use a pull point",
+                    shorten(address)
+                )));
+            }
+            _ => {
+                return Err(failed(format!("ConsumerReference address {:?} is not an http:// URL", shorten(address))));
+            }
+        }
+        let Some(authority) = uri.authority() else {
+            return Err(failed(format!("ConsumerReference address {:?} has no host", shorten(address))));
+        };
+        let ours = base.split_once("://").is_some_and(|(_, a)| a.eq_ignore_ascii_case(authority.as_str()));
+        if let Some(rest) = uri.path().strip_prefix(self.base_path.as_str()) {
+            if let Some(id) = rest.strip_prefix("/pullpoints/") {
+                if let Some(pp) = self.registry.pull_point(id) {
+                    pp.touch();
+                    return Ok(Consumer::PullPoint(pp));
+                }
+                if ours {
+                    return Err(failed(format!("no pull point {:?} (it may have been destroyed)", shorten(id))));
+                }
+            }
+            if ours && (rest.is_empty() || rest == "/" || rest.starts_with("/subscriptions/")) {
+                return Err(failed(
+                    "the ConsumerReference is this broker's own address: notifications would loop".into(),
+                ));
+            }
+        }
+        Ok(Consumer::Push { reference: EndpointReference { address: address.to_owned(), ..reference.clone() }, uri })
+    }
+
+    /// GetCurrentMessage: the retained message of one concrete topic (WS-BaseNotification 1.3
+    /// §4.3). tolk keeps no last-value store of its own: the core's retained store answers,
+    /// which holds what publishers retained (MQTT retain, or every Notify with `retain_notify`).
+    pub(crate) fn get_current_message(
+        &self,
+        expression: &TopicExpression,
+        ctx: &ReplyContext,
+    ) -> Result<Reply, Refusal> {
+        let filters = expression.to_filters().map_err(|e| Refusal::new(e.fault_kind(), e.to_string()))?;
+        if filters.len() > 1 {
+            return Err(Refusal::new(
+                FaultKind::MultipleTopicsSpecified,
+                "GetCurrentMessage takes exactly one topic, not a union",
+            ));
+        }
+        let mapped = expression.to_topic().map_err(|e| Refusal::new(e.fault_kind(), e.to_string()))?;
+        let current = self.router.retained(&mapped.topic).into_iter().next().ok_or_else(|| {
+            Refusal::new(
+                FaultKind::NoCurrentMessageOnTopic,
+                format!("no current (retained) message on topic {:?}", shorten(&mapped.topic)),
+            )
+        })?;
+        let element = element_of(&current, &self.limits);
+        Ok(Reply::Body(write_response(ctx, &Response::GetCurrentMessage { message: &element })))
+    }
+}

@@ -1,0 +1,124 @@
+//! The CreatePullPoint and PullPoint operations (WS-BaseNotification 1.3 §5.1–§5.3):
+//! CreatePullPoint on the broker address; GetMessages, DestroyPullPoint and Notify (a pull
+//! point is a NotificationConsumer too) on the pull point's own address.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use tolk_core::frontend::record_delivery;
+use tolk_core::{CloseReason, Delivery, DropReason, Protocol, PushOutcome, QoS};
+use wsn_xml::{EndpointReference, NotificationMessage, ReplyContext, Response, write_response};
+
+use crate::endpoint::{Endpoint, Reply};
+use crate::fault::Refusal;
+use crate::pullpoint::PullPoint;
+use crate::translate::{namespace_for, notification_of};
+
+impl Endpoint {
+    fn pull_point_or_fault(&self, id: &str) -> Result<Arc<PullPoint>, Refusal> {
+        self.registry.pull_point(id).ok_or_else(|| Refusal::resource_unknown("pull point", id))
+    }
+
+    /// CreatePullPoint: a new, empty pull point with its own address.
+    pub(crate) fn create_pull_point(&self, ctx: &ReplyContext, base: &str) -> Result<Reply, Refusal> {
+        let id = self.ids.resource_id();
+        let reference = EndpointReference::new(self.pull_point_address(base, &id));
+        let pull_point = PullPoint::new(&self.router, id, self.config.pull_point.max_messages);
+        self.registry.insert_pull_point(Arc::new(pull_point), self.config.pull_point.max_pull_points)?;
+        Ok(Reply::Body(write_response(ctx, &Response::CreatePullPoint { pull_point: &reference })))
+    }
+
+    /// GetMessages: takes up to MaximumNumber waiting notifications (all, up to the buffer
+    /// size, without one), oldest first. Each carries the reference of the subscription that
+    /// matched it.
+    pub(crate) fn get_messages(
+        &self,
+        id: &str,
+        maximum_number: Option<u32>,
+        ctx: &ReplyContext,
+    ) -> Result<Reply, Refusal> {
+        let pull_point = self.pull_point_or_fault(id)?;
+        let max = maximum_number
+            .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
+            .min(self.config.pull_point.max_messages);
+        let taken = pull_point.take(max);
+        let taken_at = Instant::now();
+        let metrics = self.router.metrics();
+        let counters = metrics.protocol(Protocol::Wsn);
+        let mut delivered: Vec<Delivery> = Vec::with_capacity(taken.len());
+        let mut messages: Vec<NotificationMessage> = Vec::with_capacity(taken.len());
+        let mut subscription = None;
+        for delivery in taken {
+            // Overlapping filters of one subscription can match one message twice in a row.
+            let duplicate =
+                delivered.last().is_some_and(|d| d.tag == delivery.tag && Arc::ptr_eq(&d.message, &delivery.message));
+            if duplicate {
+                continue;
+            }
+            if delivery.message.is_expired(taken_at) {
+                counters.dropped(DropReason::Expired, 1);
+                continue;
+            }
+            if subscription.as_ref().is_none_or(|s: &Arc<crate::subscription::Subscription>| s.tag != delivery.tag) {
+                subscription = self.registry.subscription_by_tag(delivery.tag);
+            }
+            let reference = subscription.as_ref().map(|s| &s.reference);
+            let namespace = subscription.as_ref().and_then(|s| namespace_for(&s.filters, &delivery.message.topic));
+            match notification_of(&delivery, reference, namespace, &self.limits) {
+                Some(message) => {
+                    messages.push(message);
+                    delivered.push(delivery);
+                }
+                None => counters.dropped(DropReason::Untranslatable, 1),
+            }
+        }
+        let body = write_response(ctx, &Response::GetMessages { messages: &messages });
+        let written_at = Instant::now();
+        counters.messages_out.fetch_add(delivered.len() as u64, Relaxed);
+        for d in &delivered {
+            record_delivery(metrics, Protocol::Wsn, d, taken_at, written_at);
+        }
+        Ok(Reply::Body(body))
+    }
+
+    /// DestroyPullPoint: the pull point, what it holds, and the subscriptions feeding it go.
+    pub(crate) fn destroy_pull_point(&self, id: &str, ctx: &ReplyContext) -> Result<Reply, Refusal> {
+        self.registry
+            .remove_pull_point(id, CloseReason::ClientClosed)
+            .ok_or_else(|| Refusal::resource_unknown("pull point", id))?;
+        Ok(Reply::Body(write_response(ctx, &Response::DestroyPullPoint)))
+    }
+
+    /// Notify sent to a pull point's address: stored for GetMessages, not published.
+    pub(crate) fn notify_pull_point(
+        &self,
+        id: &str,
+        notifications: &[NotificationMessage],
+        received_at: Instant,
+    ) -> Result<Reply, Refusal> {
+        let pull_point = self.pull_point_or_fault(id)?;
+        pull_point.touch();
+        let messages = self.messages_of(notifications, received_at)?;
+        let counters = self.router.metrics().protocol(Protocol::Wsn);
+        counters.messages_in.fetch_add(messages.len() as u64, Relaxed);
+        let outbox = pull_point.outbox();
+        let now = Instant::now();
+        for message in messages {
+            let delivery = Delivery {
+                message: Arc::new(message),
+                qos: QoS::AtMostOnce,
+                retain: false,
+                tag: 0,
+                subscription_id: None,
+                enqueued_at: now,
+                ack: None,
+                redelivered: false,
+            };
+            if outbox.push(delivery) != PushOutcome::Queued {
+                counters.dropped(DropReason::OutboxFull, 1);
+            }
+        }
+        Ok(Reply::Accepted)
+    }
+}
