@@ -75,6 +75,9 @@ label_enum! {
         Untranslatable => "untranslatable",
         /// Nobody was subscribed; only counted for messages that asked to be routed somewhere.
         NoRoute => "no_route",
+        /// The subscriber's endpoint stayed unreachable (a WS-N push consumer that failed every
+        /// attempt for its give-up time) and what was waiting for it was discarded with it.
+        ConsumerUnreachable => "consumer_unreachable",
     }
 }
 

@@ -89,8 +89,8 @@ pub(crate) async fn run(
             Sent::Stopped => return,
             Sent::GaveUp(error) => {
                 let lost = batch.len() + receiver.len();
-                // Counted as a closed "connection" (`io_error`); core has no drop reason for
-                // messages lost with an unreachable consumer, so the count is in the log line.
+                counters.dropped(DropReason::ConsumerUnreachable, lost as u64);
+                // The subscription itself counts as a closed "connection" (`io_error`).
                 endpoint.registry.remove_subscription(&subscription.id, CloseReason::IoError);
                 info!(
                     %error,

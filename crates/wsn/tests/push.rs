@@ -172,6 +172,11 @@ async fn an_unreachable_consumer_is_dropped_and_other_consumers_carry_on() {
     assert!(consumer.next().await.body.contains("<v>1</v>"), "the live consumer is not held up");
     eventually("the unreachable consumer to be dropped", || counters.connections_open.load(Relaxed) == 1).await;
     assert_eq!(counters.closed_count(tolk_core::CloseReason::IoError), 1);
+    assert_eq!(
+        counters.dropped_count(tolk_core::DropReason::ConsumerUnreachable),
+        1,
+        "the undelivered message is counted"
+    );
     let reply = broker.post_to(&dead_sub, simple_doc("Unsubscribe")).await;
     reply.assert_fault(500, "ResourceUnknownFault");
     broker.publish_mqtt(&mqtt, "x", b"<v>2</v>");
