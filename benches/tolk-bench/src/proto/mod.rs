@@ -1,0 +1,317 @@
+//! The protocol-client abstraction: what a scenario needs from a protocol (connect a publisher,
+//! subscribe, hold an idle connection), so every scenario runs unchanged over MQTT today and
+//! over STOMP, AMQP, MQTT-SN or WS-Notification when their clients are added here. Topics are
+//! given in tolk's canonical MQTT form (`bench/run/t`); each client maps them to its own
+//! destination syntax.
+
+pub mod amqp;
+pub mod mqtt;
+pub mod stomp;
+
+use std::future::Future;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::clock::Clock;
+use amqp::{AmqpConnector, AmqpPublisher};
+use mqtt::{MqttConnector, MqttPublisher};
+use stomp::{StompConnector, StompPublisher};
+
+/// How long a closing client may take to say goodbye before its task is aborted.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Which protocol a target URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// MQTT 3.1.1 over TCP (`mqtt://host:port`, default port 1883).
+    Mqtt,
+    /// STOMP 1.2 over TCP (`stomp://host:port`, default port 61613).
+    Stomp,
+    /// AMQP 0.9.1 over TCP (`amqp://host:port`, default port 5672), via `amq.topic`.
+    Amqp,
+}
+
+impl Protocol {
+    /// The URL scheme, also used as the protocol's name in reports.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Protocol::Mqtt => "mqtt",
+            Protocol::Stomp => "stomp",
+            Protocol::Amqp => "amqp",
+        }
+    }
+
+    fn default_port(self) -> u16 {
+        match self {
+            Protocol::Mqtt => 1883,
+            Protocol::Stomp => 61613,
+            Protocol::Amqp => 5672,
+        }
+    }
+}
+
+/// A broker endpoint: protocol plus socket address, from `--target`.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Protocol spoken there.
+    pub protocol: Protocol,
+    /// Host as written, kept for clients that want a name rather than an address.
+    pub host: String,
+    /// TCP (or UDP) port.
+    pub port: u16,
+    /// First resolved address, used to wait for a spawned broker.
+    pub addr: SocketAddr,
+}
+
+impl std::str::FromStr for Target {
+    type Err = anyhow::Error;
+
+    fn from_str(url: &str) -> Result<Self> {
+        let (scheme, rest) = url.split_once("://").context("target must look like mqtt://host:port")?;
+        let protocol = match scheme {
+            "mqtt" | "tcp" => Protocol::Mqtt,
+            "stomp" => Protocol::Stomp,
+            "amqp" => Protocol::Amqp,
+            other => bail!("unsupported protocol `{other}` (supported: mqtt, stomp, amqp)"),
+        };
+        let authority = rest.trim_end_matches('/');
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse().with_context(|| format!("bad port in {url}"))?),
+            None => (authority, protocol.default_port()),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        let addr = (host.as_str(), port)
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve {host}"))?
+            .next()
+            .with_context(|| format!("{host} resolves to no address"))?;
+        Ok(Target { protocol, host, port, addr })
+    }
+}
+
+/// Delivery guarantee asked of the broker, in MQTT's terms; other protocols map it to their
+/// nearest equivalent (STOMP ack:auto vs client-individual, AMQP no-ack vs ack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[expect(clippy::enum_variant_names, reason = "the names are MQTT's own (MQTT 3.1.1 section 4.3)")]
+pub enum Qos {
+    /// QoS 0.
+    AtMostOnce,
+    /// QoS 1.
+    AtLeastOnce,
+    /// QoS 2.
+    ExactlyOnce,
+}
+
+impl Qos {
+    /// From the `--qos` number.
+    pub fn from_level(level: u8) -> Result<Self> {
+        Ok(match level {
+            0 => Qos::AtMostOnce,
+            1 => Qos::AtLeastOnce,
+            2 => Qos::ExactlyOnce,
+            n => bail!("--qos must be 0, 1 or 2, not {n}"),
+        })
+    }
+}
+
+/// One message as a subscriber received it.
+#[derive(Debug)]
+pub struct Delivery {
+    /// The payload, as sent.
+    pub payload: Bytes,
+    /// When the client library handed it over, ns since the run started; taken in the client's
+    /// own task, before any queueing inside the bench.
+    pub received_ns: u64,
+}
+
+/// A connection driven by its own task; closing it says the protocol's goodbye.
+#[derive(Debug)]
+pub struct Connection {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Option<String>>,
+}
+
+impl Connection {
+    /// Wraps a client task. The task must end soon after `stop` fires, and return
+    /// `Some(reason)` when it ended because the broker closed or broke the connection.
+    pub fn new(stop: oneshot::Sender<()>, task: JoinHandle<Option<String>>) -> Self {
+        Connection { stop: Some(stop), task }
+    }
+
+    /// Closes the connection and tells why it had ended if the broker ended it first.
+    pub async fn close(mut self) -> Option<String> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match tokio::time::timeout(CLOSE_TIMEOUT, &mut self.task).await {
+            Ok(Ok(reason)) => reason,
+            Ok(Err(e)) => Some(format!("client task failed: {e}")),
+            Err(_) => {
+                self.task.abort();
+                None
+            }
+        }
+    }
+}
+
+/// A subscribed connection: deliveries arrive on a bounded channel. A subscriber that reads
+/// the channel slowly stops its client task, which stops reading the socket, so the broker
+/// sees real TCP backpressure.
+#[derive(Debug)]
+pub struct Subscription {
+    /// Deliveries in arrival order; closed when the connection ends.
+    pub deliveries: mpsc::Receiver<Delivery>,
+    /// The connection itself.
+    pub connection: Connection,
+}
+
+impl Subscription {
+    /// Stops delivering and closes; returns the reason if the broker had ended it first.
+    pub async fn close(self) -> Option<String> {
+        // Dropping the receiver first unblocks a client task waiting for room in the channel.
+        drop(self.deliveries);
+        self.connection.close().await
+    }
+}
+
+/// A connected publisher.
+pub trait Publisher: Send + 'static {
+    /// Publishes one message; returns once the client accepted it (the client's own buffering
+    /// is what makes a closed-loop publisher wait for the network).
+    fn publish(&mut self, topic: &str, payload: Bytes) -> impl Future<Output = Result<()>> + Send;
+
+    /// Disconnects; returns the reason if the broker had closed the connection first.
+    fn close(self) -> impl Future<Output = Option<String>> + Send;
+}
+
+/// A protocol's client factory for one target.
+pub trait Connector: Clone + Send + Sync + 'static {
+    /// This protocol's publisher.
+    type Publisher: Publisher;
+
+    /// Connects a publisher that sends with the given guarantee.
+    fn publisher(&self, client_id: String, qos: Qos) -> impl Future<Output = Result<Self::Publisher>> + Send;
+
+    /// Connects and subscribes to `topic` (canonical form, may hold `+`/`#`); returns once the
+    /// broker confirmed the subscription, so no message published afterwards can be missed.
+    /// `buffer` bounds the deliveries held between the client and the scenario.
+    fn subscribe(
+        &self,
+        client_id: String,
+        topic: String,
+        qos: Qos,
+        clock: Clock,
+        buffer: usize,
+    ) -> impl Future<Output = Result<Subscription>> + Send;
+
+    /// Opens a connection that does nothing but stay alive.
+    fn idle(&self, client_id: String) -> impl Future<Output = Result<Connection>> + Send;
+}
+
+/// Any protocol's connector, chosen at run time from a target URL. Scenarios are generic over
+/// [`Connector`], but dispatching here keeps one instantiation per scenario however many
+/// protocols exist: a new protocol adds one variant, not one arm per protocol pair.
+#[derive(Debug, Clone)]
+pub enum AnyConnector {
+    /// MQTT.
+    Mqtt(MqttConnector),
+    /// STOMP.
+    Stomp(StompConnector),
+    /// AMQP 0.9.1.
+    Amqp(AmqpConnector),
+}
+
+impl AnyConnector {
+    /// The connector for `target`'s protocol, sized for payloads of `payload` bytes.
+    pub fn for_target(target: &Target, payload: usize) -> Self {
+        match target.protocol {
+            Protocol::Mqtt => AnyConnector::Mqtt(MqttConnector::new(target, payload)),
+            Protocol::Stomp => AnyConnector::Stomp(StompConnector::new(target, payload)),
+            Protocol::Amqp => AnyConnector::Amqp(AmqpConnector::new(target)),
+        }
+    }
+}
+
+/// Any protocol's publisher.
+pub enum AnyPublisher {
+    /// MQTT.
+    Mqtt(MqttPublisher),
+    /// STOMP.
+    Stomp(StompPublisher),
+    /// AMQP 0.9.1; boxed because lapin's channel and properties make it several times the size
+    /// of the others.
+    Amqp(Box<AmqpPublisher>),
+}
+
+impl Publisher for AnyPublisher {
+    async fn publish(&mut self, topic: &str, payload: Bytes) -> Result<()> {
+        match self {
+            AnyPublisher::Mqtt(p) => p.publish(topic, payload).await,
+            AnyPublisher::Stomp(p) => p.publish(topic, payload).await,
+            AnyPublisher::Amqp(p) => p.publish(topic, payload).await,
+        }
+    }
+
+    async fn close(self) -> Option<String> {
+        match self {
+            AnyPublisher::Mqtt(p) => p.close().await,
+            AnyPublisher::Stomp(p) => p.close().await,
+            AnyPublisher::Amqp(p) => (*p).close().await,
+        }
+    }
+}
+
+impl Connector for AnyConnector {
+    type Publisher = AnyPublisher;
+
+    async fn publisher(&self, client_id: String, qos: Qos) -> Result<AnyPublisher> {
+        Ok(match self {
+            AnyConnector::Mqtt(c) => AnyPublisher::Mqtt(c.publisher(client_id, qos).await?),
+            AnyConnector::Stomp(c) => AnyPublisher::Stomp(c.publisher(client_id, qos).await?),
+            AnyConnector::Amqp(c) => AnyPublisher::Amqp(Box::new(c.publisher(client_id, qos).await?)),
+        })
+    }
+
+    async fn subscribe(
+        &self,
+        client_id: String,
+        topic: String,
+        qos: Qos,
+        clock: Clock,
+        buffer: usize,
+    ) -> Result<Subscription> {
+        match self {
+            AnyConnector::Mqtt(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
+            AnyConnector::Stomp(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
+            AnyConnector::Amqp(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
+        }
+    }
+
+    async fn idle(&self, client_id: String) -> Result<Connection> {
+        match self {
+            AnyConnector::Mqtt(c) => c.idle(client_id).await,
+            AnyConnector::Stomp(c) => c.idle(client_id).await,
+            AnyConnector::Amqp(c) => c.idle(client_id).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_with_and_without_port() {
+        let t: Target = "mqtt://127.0.0.1:1999".parse().unwrap();
+        assert_eq!((t.protocol, t.host.as_str(), t.port), (Protocol::Mqtt, "127.0.0.1", 1999));
+        let t: Target = "mqtt://127.0.0.1".parse().unwrap();
+        assert_eq!(t.port, 1883);
+        assert!("amqp-ish://x".parse::<Target>().is_err());
+        assert!("127.0.0.1:1883".parse::<Target>().is_err());
+    }
+}

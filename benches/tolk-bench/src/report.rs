@@ -1,0 +1,318 @@
+//! The result of one run: the figures every scenario shares (rates, losses, latency
+//! percentiles, broker CPU and memory) plus each scenario's own, printed for people and written
+//! as JSON for `compare` and for keeping.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::broker::ProcSample;
+use crate::cli::LoadArgs;
+use crate::recorder::SubscriberSummary;
+
+/// One run of one scenario against one broker.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Report {
+    /// Row name in comparison tables.
+    pub case: String,
+    /// Which broker (`--label`).
+    pub label: String,
+    /// Scenario name as on the command line.
+    pub scenario: String,
+    /// The `--target` URL's protocol and address.
+    pub target: String,
+    /// Seconds since the Unix epoch when the run ended.
+    pub finished_unix: u64,
+    /// Delivery guarantee used (MQTT level).
+    pub qos: u8,
+    /// Payload bytes per message.
+    pub payload_bytes: usize,
+    /// Publishers connected.
+    pub publishers: usize,
+    /// Subscribers connected (including a slow one).
+    pub subscribers: usize,
+    /// Messages each publisher was to send.
+    pub messages_per_publisher: u64,
+    /// Requested total rate in messages/s; `None` for closed loop.
+    pub target_rate: Option<f64>,
+    /// Messages actually published.
+    pub sent: u64,
+    /// From the first publish to the last publisher finishing, in seconds.
+    pub publish_secs: f64,
+    /// `sent / publish_secs`: what the publishers achieved against `target_rate`.
+    pub offered_rate: f64,
+    /// Deliveries expected over all subscribers.
+    pub expected: u64,
+    /// Distinct deliveries received over all subscribers.
+    pub received: u64,
+    /// `expected − received`.
+    pub lost: u64,
+    /// Deliveries of a message a subscriber already had.
+    pub duplicates: u64,
+    /// Deliveries out of publish order.
+    pub reordered: u64,
+    /// Deliveries per second, from the first publish to the last delivery.
+    pub delivered_rate: f64,
+    /// End-to-end latency of the full-speed subscribers, from each message's send time.
+    pub latency_us: Option<LatencySummary>,
+    /// Open loop only: latency from the time each message was due, which adds the publisher's
+    /// lateness (tokio's timer fires up to about 1 ms late; a stalled client waits longer).
+    #[serde(default)]
+    pub latency_from_due_us: Option<LatencySummary>,
+    /// Each subscriber's counts.
+    pub per_subscriber: Vec<SubscriberSummary>,
+    /// Broker CPU and memory over the measured window.
+    pub broker: Option<BrokerUsage>,
+    /// The bench's own CPU seconds over the same window (near the number of cores means the
+    /// load generator, not the broker, was the limit).
+    pub bench_cpu_secs: f64,
+    /// Broker RSS (KiB) sampled every 100 ms during the load: (ms since start, KiB).
+    pub rss_samples: Vec<(u64, u64)>,
+    /// Burst scenario's figures.
+    pub burst: Option<BurstSummary>,
+    /// Idle scenario's figures.
+    pub idle: Option<IdleSummary>,
+    /// Slow-subscriber scenario's figures.
+    pub slow: Option<SlowSummary>,
+    /// Errors met (connections refused or closed, publishes failed).
+    pub errors: Vec<String>,
+}
+
+impl Report {
+    /// A report with the settings filled in from the command line.
+    pub fn new(scenario: &str, args: &LoadArgs) -> Self {
+        let rate_open = args.rate > 0.0;
+        Report {
+            case: args
+                .case
+                .clone()
+                .unwrap_or_else(|| if rate_open { format!("{scenario}@{}", args.rate) } else { scenario.to_string() }),
+            label: args.label.clone(),
+            scenario: scenario.to_string(),
+            target: format!("{}://{}:{}", args.target.protocol.scheme(), args.target.host, args.target.port),
+            qos: args.qos,
+            payload_bytes: args.payload.max(crate::payload::HEADER_LEN),
+            target_rate: rate_open.then_some(args.rate),
+            ..Report::default()
+        }
+    }
+
+    /// Broker CPU microseconds per delivered message, the figure compared between brokers.
+    pub fn cpu_us_per_delivered(&self) -> Option<f64> {
+        self.broker.as_ref().and_then(|b| b.cpu_us_per_delivered)
+    }
+
+    /// Renders the report for a terminal.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{} against {} ({}), case {}", self.scenario, self.label, self.target, self.case);
+        if self.idle.is_none() {
+            let _ = writeln!(
+                out,
+                "  load      {} publisher(s), {} subscriber(s), {} msg/publisher, {} B, QoS {}",
+                self.publishers, self.subscribers, self.messages_per_publisher, self.payload_bytes, self.qos
+            );
+        }
+        if self.sent > 0 {
+            let target = self.target_rate.map_or("closed loop".to_string(), |r| format!("target {r:.0} msg/s"));
+            let _ = writeln!(
+                out,
+                "  publish   {} sent in {:.3} s = {:.0} msg/s ({target})",
+                self.sent, self.publish_secs, self.offered_rate
+            );
+            let _ = writeln!(
+                out,
+                "  deliver   {}/{} received = {:.0} msg/s; lost {}, duplicates {}, reordered {}",
+                self.received, self.expected, self.delivered_rate, self.lost, self.duplicates, self.reordered
+            );
+        }
+        for s in self.per_subscriber.iter().filter(|s| s.lost > 0 || s.duplicates > 0 || s.closed_by_broker.is_some()) {
+            let closed = s.closed_by_broker.as_deref().map(|r| format!(", closed by broker: {r}")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    {}: {}/{} received, lost {}, duplicates {}{closed}",
+                s.name, s.received, s.expected, s.lost, s.duplicates
+            );
+        }
+        if let Some(l) = &self.latency_us {
+            let _ = writeln!(
+                out,
+                "  latency   µs p50 {} p90 {} p99 {} p99.9 {} max {} (n = {})",
+                l.p50, l.p90, l.p99, l.p999, l.max, l.count
+            );
+        }
+        if let Some(l) = &self.latency_from_due_us {
+            let _ = writeln!(
+                out,
+                "            from due time: p50 {} p90 {} p99 {} p99.9 {} max {}",
+                l.p50, l.p90, l.p99, l.p999, l.max
+            );
+        }
+        if let Some(b) = &self.burst {
+            let bursts: Vec<String> = b.burst_ms.iter().map(|ms| format!("{ms:.2}")).collect();
+            let _ = writeln!(
+                out,
+                "  burst     {} messages: median {:.2} ms, min {:.2}, max {:.2} (each: {})",
+                b.messages,
+                b.median_ms,
+                b.min_ms,
+                b.max_ms,
+                bursts.join(", ")
+            );
+        }
+        if let Some(i) = &self.idle {
+            let _ = writeln!(
+                out,
+                "  idle      {}/{} connected in {:.3} s = {:.0} conn/s; {} failed",
+                i.connected, i.requested, i.connect_secs, i.connect_rate, i.failed
+            );
+            if let Some(per) = i.rss_bytes_per_connection {
+                let _ = writeln!(out, "            broker RSS +{per:.0} B per connection");
+            }
+        }
+        if let Some(s) = &self.slow {
+            let closed = s.slow_closed_by_broker.as_deref().unwrap_or("no");
+            let _ = writeln!(
+                out,
+                "  slow      read {} messages at {} ms each; closed by broker: {closed}",
+                s.slow_received, s.delay_ms
+            );
+            let series: Vec<String> = self.rss_samples.iter().map(|(_, kib)| format!("{}", kib / 1024)).collect();
+            let _ = writeln!(out, "            broker RSS MiB every 100 ms: {}", series.join(" "));
+            let _ = writeln!(
+                out,
+                "            broker RSS start {} KiB, max {} KiB, end {} KiB",
+                s.rss_start_kib, s.rss_max_kib, s.rss_end_kib
+            );
+        }
+        if let Some(b) = &self.broker {
+            let per = b.cpu_us_per_delivered.map(|c| format!(" = {c:.2} µs per delivered message")).unwrap_or_default();
+            let _ = writeln!(out, "  broker    pid {}: CPU {:.3} s{per}", b.pid, b.cpu_secs);
+            let _ = writeln!(
+                out,
+                "            RSS {} → {} KiB, peak (VmHWM) {} KiB",
+                b.before.rss_kib, b.after.rss_kib, b.after.hwm_kib
+            );
+        }
+        let _ = writeln!(out, "  bench     CPU {:.3} s", self.bench_cpu_secs);
+        for e in &self.errors {
+            let _ = writeln!(out, "  error     {e}");
+        }
+        out
+    }
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest.
+    pub max: u64,
+    /// Arithmetic mean.
+    pub mean: f64,
+}
+
+impl LatencySummary {
+    /// Percentiles of `h`, or `None` when it is empty.
+    pub fn of(h: &Histogram<u64>) -> Option<Self> {
+        (!h.is_empty()).then(|| LatencySummary {
+            count: h.len(),
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+            mean: h.mean(),
+        })
+    }
+}
+
+/// The broker's resource use over the measured window.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BrokerUsage {
+    /// Its pid.
+    pub pid: u32,
+    /// Just before the load started (after connecting and subscribing).
+    pub before: ProcSample,
+    /// Just after the last delivery, before disconnecting.
+    pub after: ProcSample,
+    /// CPU seconds spent in between.
+    pub cpu_secs: f64,
+    /// `cpu_secs` per delivered message, in microseconds.
+    pub cpu_us_per_delivered: Option<f64>,
+}
+
+impl BrokerUsage {
+    /// Usage between two samples, spread over `delivered` messages.
+    pub fn between(pid: u32, before: ProcSample, after: ProcSample, delivered: u64) -> Self {
+        let cpu_secs = (after.cpu_secs - before.cpu_secs).max(0.0);
+        BrokerUsage {
+            pid,
+            before,
+            after,
+            cpu_secs,
+            cpu_us_per_delivered: (delivered > 0).then(|| cpu_secs * 1e6 / delivered as f64),
+        }
+    }
+}
+
+/// Figures of the burst scenario.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BurstSummary {
+    /// Messages per burst.
+    pub messages: u64,
+    /// From the first publish of each burst to the arrival of its last message, in ms.
+    pub burst_ms: Vec<f64>,
+    /// Fastest burst.
+    pub min_ms: f64,
+    /// Median burst.
+    pub median_ms: f64,
+    /// Slowest burst.
+    pub max_ms: f64,
+}
+
+/// Figures of the idle-connections scenario.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct IdleSummary {
+    /// Connections asked for.
+    pub requested: usize,
+    /// Connections that got a CONNACK (or the protocol's equivalent).
+    pub connected: usize,
+    /// Attempts that failed.
+    pub failed: usize,
+    /// Time to open them all, in seconds.
+    pub connect_secs: f64,
+    /// `connected / connect_secs`.
+    pub connect_rate: f64,
+    /// Broker RSS growth divided by `connected`, in bytes.
+    pub rss_bytes_per_connection: Option<f64>,
+    /// Broker CPU per connection set up, in microseconds.
+    pub cpu_us_per_connection: Option<f64>,
+}
+
+/// Figures of the slow-subscriber scenario.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SlowSummary {
+    /// Pause after each message the slow subscriber read, in ms.
+    pub delay_ms: u64,
+    /// Messages the slow subscriber read before the run ended.
+    pub slow_received: u64,
+    /// Why the broker closed the slow subscriber's connection, if it did.
+    pub slow_closed_by_broker: Option<String>,
+    /// Broker RSS when the load started, in KiB.
+    pub rss_start_kib: u64,
+    /// Highest broker RSS sampled during the load, in KiB.
+    pub rss_max_kib: u64,
+    /// Broker RSS when the load ended, in KiB.
+    pub rss_end_kib: u64,
+}
