@@ -55,12 +55,15 @@ pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
                 None => std::future::pending().await,
             }
         };
+        // While a subscriber of this connection's messages is full, stop reading: TCP then
+        // slows the publisher down instead of the subscriber being dropped.
+        let congested = session.core().is_congesting();
         tokio::select! {
             _ = shutdown.cancelled(), if !shutting_down => {
                 shutting_down = true;
                 session.begin_shutdown(Instant::now());
             }
-            read = reader.read_buf(&mut input), if backlog < HIGH_WATER => match read {
+            read = reader.read_buf(&mut input), if backlog < HIGH_WATER && !congested => match read {
                 Ok(0) => session.handle_eof(!input.is_empty()),
                 Ok(_) => session.handle_bytes(&mut input, Instant::now()),
                 Err(e) => session.handle_io_error(&e),
@@ -80,7 +83,13 @@ pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
                 Ok(()) => session.handle_queue_deletions(),
                 Err(_) => deletions_open = false,
             },
-            () = timer => session.handle_timeout(Instant::now()),
+            () = session.core().relieve_congestion(), if congested => session.handle_bytes(&mut input, Instant::now()),
+            () = timer => {
+                if congested {
+                    session.excuse_silence(Instant::now());
+                }
+                session.handle_timeout(Instant::now())
+            }
         }
     }
 }

@@ -237,6 +237,17 @@ impl AmqpSession {
         self.ctx.core.receiver()
     }
 
+    /// The core session: the connection loop asks it whether publishes are held back.
+    pub fn core(&self) -> &Session {
+        &self.ctx.core
+    }
+
+    /// Counts as hearing from the peer: used while the broker itself did not read (a subscriber
+    /// of this connection's messages was full), so that silence is not blamed on the peer.
+    pub fn excuse_silence(&mut self, now: Instant) {
+        self.last_recv = now;
+    }
+
     /// Bytes to write to the socket.
     pub fn pending_output(&self) -> &[u8] {
         &self.out.buf[self.out.written..]
@@ -403,6 +414,9 @@ impl AmqpSession {
                         self.finish(CloseReason::ProtocolError);
                     }
                 },
+                // A subscriber of this connection's messages is full: the rest of the buffer
+                // waits until the connection loop has relieved the congestion.
+                _ if self.ctx.core.is_congesting() => return,
                 phase => {
                     let frame = match frame::decode(buf, self.ctx.frame_max) {
                         Ok(Some(frame)) => frame,

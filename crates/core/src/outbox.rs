@@ -44,8 +44,13 @@ pub enum PushOutcome {
     Queued,
     /// Not queued: at-most-once and the outbox was full (or the session is offline).
     Dropped,
-    /// Not queued: at-least-once to a connected session whose outbox was full. The session is
-    /// now marked as a slow consumer and its task will close the connection.
+    /// Queued, but over capacity: at-least-once to a connected session whose outbox is full.
+    /// The publisher should wait for room (see `Session::relieve_congestion`) before it sends
+    /// more, so that a fast publisher is slowed down rather than a slow subscriber dropped.
+    Congested,
+    /// Not queued: at-least-once to a connected session whose outbox was full twice over (the
+    /// publisher did not wait, or waited past its grace). The session is now marked as a slow
+    /// consumer and its task will close the connection.
     Overflowed,
     /// The session is gone; the subscription is stale.
     Closed,
@@ -67,7 +72,10 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    /// Wakes the receiver: something was queued, or the outbox overflowed.
     notify: Notify,
+    /// Wakes congested publishers: the receiver drained the outbox below capacity.
+    room: Notify,
     capacity: usize,
     session: SessionId,
     protocol: Protocol,
@@ -94,6 +102,7 @@ pub fn outbox(session: SessionId, protocol: Protocol, capacity: usize) -> (Outbo
     let shared = Arc::new(Shared {
         state: Mutex::new(State { queue: VecDeque::new(), attached: true, overflowed: false, closed: false }),
         notify: Notify::new(),
+        room: Notify::new(),
         capacity: capacity.max(1),
         session,
         protocol,
@@ -133,14 +142,21 @@ impl Outbox {
             if !state.attached && at_most_once {
                 return PushOutcome::Dropped;
             }
-            if state.queue.len() >= self.0.capacity {
+            let len = state.queue.len();
+            if len >= self.0.capacity {
                 if at_most_once || !state.attached {
                     return PushOutcome::Dropped;
                 }
-                state.overflowed = true;
-                drop(state);
-                self.0.notify.notify_one();
-                return PushOutcome::Overflowed;
+                // At-least-once to a connected session: twice the capacity is the hard limit
+                // (memory stays bounded); up to it, queue and let the publisher wait for room.
+                if len >= self.0.capacity * 2 || state.overflowed {
+                    state.overflowed = true;
+                    drop(state);
+                    self.0.notify.notify_one();
+                    return PushOutcome::Overflowed;
+                }
+                state.queue.push_back(delivery);
+                return PushOutcome::Congested;
             }
         }
         let was_empty = state.queue.is_empty();
@@ -150,6 +166,30 @@ impl Outbox {
             self.0.notify.notify_one();
         }
         PushOutcome::Queued
+    }
+
+    /// Waits until the outbox is below capacity (or its session is gone or already a slow
+    /// consumer, when waiting longer would be pointless). Cancel-safe.
+    pub async fn wait_for_room(&self) {
+        loop {
+            let room = self.0.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let state = self.0.lock();
+                if state.closed || state.overflowed || state.queue.len() < self.0.capacity {
+                    return;
+                }
+            }
+            room.await;
+        }
+    }
+
+    /// Marks the session as a slow consumer: its task gets [`Overflowed`] and closes the
+    /// connection. Used when a publisher's grace for this subscriber ran out.
+    pub fn mark_overflowed(&self) {
+        self.0.lock().overflowed = true;
+        self.0.notify.notify_one();
     }
 
     /// Whether the receiver is gone.
@@ -175,8 +215,14 @@ impl OutboxReceiver {
         if state.overflowed {
             return Err(Overflowed);
         }
-        let n = state.queue.len().min(max);
+        let before = state.queue.len();
+        let n = before.min(max);
         into.extend(state.queue.drain(..n));
+        let relieved = before >= self.0.capacity && before - n < self.0.capacity;
+        drop(state);
+        if relieved {
+            self.0.room.notify_waiters();
+        }
         Ok(n)
     }
 
@@ -258,12 +304,18 @@ mod tests {
     }
 
     #[test]
-    fn full_outbox_drops_at_most_once_and_overflows_at_least_once() {
+    fn full_outbox_drops_at_most_once_and_overflows_at_least_once_at_twice_the_capacity() {
         let (tx, rx) = outbox(SessionId(1), Protocol::Mqtt, 2);
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Dropped);
-        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Overflowed);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        assert_eq!(
+            tx.push(delivery(QoS::AtLeastOnce)),
+            PushOutcome::Overflowed,
+            "twice the capacity is the hard limit"
+        );
         assert_eq!(rx.try_drain(&mut Vec::new(), 10), Err(Overflowed));
     }
 
@@ -286,6 +338,24 @@ mod tests {
         drop(rx);
         assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Closed);
         assert!(tx.is_closed());
+    }
+
+    #[tokio::test]
+    async fn at_least_once_over_capacity_congests_then_room_wakes_the_publisher() {
+        let (tx, rx) = outbox(SessionId(1), Protocol::Mqtt, 2);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Dropped, "at-most-once never waits");
+        let waiter = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.wait_for_room().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "no room yet");
+        assert_eq!(rx.try_drain(&mut Vec::new(), 2), Ok(2));
+        waiter.await.unwrap();
+        assert_eq!(rx.try_drain(&mut Vec::new(), 10), Ok(1), "the congested delivery was kept");
     }
 
     #[tokio::test]

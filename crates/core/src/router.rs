@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,11 @@ pub struct RouterConfig {
     pub consumer_credit: usize,
     /// Most topics with a retained message; new retained topics beyond it are not stored.
     pub retained_max_topics: usize,
+    /// How long a publisher is held back (its connection stops reading) while an at-least-once
+    /// subscriber it publishes to has a full outbox. A subscriber still full after this is
+    /// closed as a slow consumer. MQTT-SN and WS-N publishers are not held back.
+    #[serde(with = "humantime_serde")]
+    pub slow_consumer_grace: Duration,
 }
 
 impl Default for RouterConfig {
@@ -44,6 +49,7 @@ impl Default for RouterConfig {
             queue_max_length: 100_000,
             consumer_credit: 256,
             retained_max_topics: 100_000,
+            slow_consumer_grace: Duration::from_secs(5),
         }
     }
 }
@@ -186,7 +192,7 @@ impl Router {
     pub fn open_session(&self, protocol: Protocol) -> Session {
         let id = self.next_session_id();
         let (_, receiver) = outbox(id, protocol, self.0.config.outbox_capacity);
-        Session { id, protocol, router: self.clone(), receiver, consumers: Vec::new() }
+        Session { id, protocol, router: self.clone(), receiver, consumers: Vec::new(), congestion: Mutex::default() }
     }
 
     /// Adds or replaces a subscription. Returns `true` when it replaced an existing one.
@@ -229,6 +235,12 @@ impl Router {
     /// Routes a message to every matching subscription, storing it first if it is retained.
     /// The topic must be a valid name (front ends check with [`topic::validate_name`]).
     pub fn publish(&self, message: Arc<Message>) -> PublishOutcome {
+        self.route(message, &mut Vec::new())
+    }
+
+    /// [`Router::publish`], noting in `congested` the outboxes that took an at-least-once
+    /// delivery over their capacity.
+    fn route(&self, message: Arc<Message>, congested: &mut Vec<Outbox>) -> PublishOutcome {
         let metrics = &self.0.metrics;
         if message.retain && self.0.retained.store(&message) == RetainOutcome::Full {
             metrics.protocol(message.origin.protocol).dropped(DropReason::QueueFull, 1);
@@ -255,6 +267,10 @@ impl Router {
                     };
                     match outbox.push(delivery) {
                         PushOutcome::Queued => outcome.delivered += 1,
+                        PushOutcome::Congested => {
+                            outcome.delivered += 1;
+                            congested.push(outbox.clone());
+                        }
                         PushOutcome::Dropped | PushOutcome::Overflowed => {
                             outcome.dropped += 1;
                             metrics.protocol(outbox.protocol()).dropped(DropReason::OutboxFull, 1);
@@ -382,6 +398,14 @@ pub struct Session {
     router: Router,
     receiver: OutboxReceiver,
     consumers: Vec<(Arc<Queue>, crate::queue::ConsumerId, u64)>,
+    congestion: Mutex<Congestion>,
+}
+
+/// Subscribers this session's publishes have filled up, and since when.
+#[derive(Default)]
+struct Congestion {
+    outboxes: Vec<Outbox>,
+    since: Option<Instant>,
 }
 
 impl Session {
@@ -461,9 +485,50 @@ impl Session {
         Ok(())
     }
 
-    /// Publishes through the router.
+    /// Publishes through the router. When an at-least-once subscriber's outbox is full, the
+    /// delivery is still queued and the session becomes congested: its connection should stop
+    /// reading until [`Session::relieve_congestion`] returns.
     pub fn publish(&self, message: Arc<Message>) -> PublishOutcome {
-        self.router.publish(message)
+        let mut congested = Vec::new();
+        let outcome = self.router.route(message, &mut congested);
+        if !congested.is_empty() {
+            let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
+            for outbox in congested {
+                if !congestion.outboxes.iter().any(|o| o.session() == outbox.session()) {
+                    congestion.outboxes.push(outbox);
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Whether a subscriber of this session's publishes has a full outbox: stop reading from
+    /// the publisher and await [`Session::relieve_congestion`].
+    pub fn is_congesting(&self) -> bool {
+        !self.congestion.lock().unwrap_or_else(|e| e.into_inner()).outboxes.is_empty()
+    }
+
+    /// Waits until every subscriber this session congested has room again, for at most the
+    /// router's `slow_consumer_grace` from when the congestion began; subscribers still full
+    /// then are marked slow consumers (their connections close). Cancel-safe: the deadline is
+    /// kept, so calling it again in a `select!` loop continues the same wait.
+    pub async fn relieve_congestion(&self) {
+        let (outboxes, since) = {
+            let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
+            let since = *congestion.since.get_or_insert_with(Instant::now);
+            (congestion.outboxes.clone(), since)
+        };
+        let deadline = tokio::time::Instant::from_std(since + self.router.0.config.slow_consumer_grace);
+        for outbox in &outboxes {
+            if tokio::time::timeout_at(deadline, outbox.wait_for_room()).await.is_err() {
+                outbox.mark_overflowed();
+            }
+        }
+        let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
+        congestion.outboxes.retain(|o| !outboxes.iter().any(|done| done.session() == o.session()));
+        if congestion.outboxes.is_empty() {
+            congestion.since = None;
+        }
     }
 
     /// The protocol this session speaks.

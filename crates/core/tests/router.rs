@@ -89,7 +89,7 @@ fn retained_messages_are_stored_replaced_and_cleared() {
 }
 
 #[test]
-fn slow_subscriber_drops_at_most_once_and_overflows_at_least_once() {
+fn slow_subscriber_drops_at_most_once_and_overflows_at_least_once_at_twice_the_capacity() {
     let r = router();
     let p = r.open_session(Protocol::Mqtt);
     let slow = r.open_session(Protocol::Mqtt);
@@ -99,7 +99,10 @@ fn slow_subscriber_drops_at_most_once_and_overflows_at_least_once() {
     }
     assert_eq!(p.publish(message(&p, "t", "x", QoS::AtMostOnce)).dropped, 1);
     assert_eq!(r.metrics().protocol(Protocol::Mqtt).dropped_count(tolk_core::DropReason::OutboxFull), 1);
-    p.publish(message(&p, "t", "x", QoS::AtLeastOnce));
+    for _ in 0..4 {
+        assert_eq!(p.publish(message(&p, "t", "x", QoS::AtLeastOnce)).delivered, 1, "queued over capacity");
+    }
+    assert_eq!(p.publish(message(&p, "t", "x", QoS::AtLeastOnce)).dropped, 1, "the publisher did not wait");
     assert!(slow.receiver().try_drain(&mut Vec::new(), 10).is_err(), "marked as slow consumer");
 }
 
@@ -143,4 +146,39 @@ fn queues_refuse_when_full_and_exclusive_queues_die_with_their_owner() {
     drop(owner);
     assert!(r.queue("q1").is_none());
     assert_eq!(r.subscription_count(), 0);
+}
+
+#[tokio::test]
+async fn a_fast_publisher_is_held_back_until_the_slow_subscriber_has_room() {
+    let r = router();
+    let publisher = r.open_session(Protocol::Mqtt);
+    let slow = r.open_session(Protocol::Mqtt);
+    slow.subscribe("t", 0, SubscriptionOptions::default()).unwrap();
+    for n in 0..5 {
+        assert_eq!(publisher.publish(message(&publisher, "t", &n.to_string(), QoS::AtLeastOnce)).delivered, 1);
+    }
+    assert!(publisher.is_congesting(), "the fifth delivery went over capacity");
+    let relieve = tokio::spawn(async move {
+        publisher.relieve_congestion().await;
+        publisher
+    });
+    tokio::task::yield_now().await;
+    assert!(!relieve.is_finished(), "waits while the subscriber is full");
+    assert_eq!(payloads(&slow), ["0", "1", "2", "3", "4"], "nothing was lost");
+    let publisher = relieve.await.unwrap();
+    assert!(!publisher.is_congesting());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_still_full_after_the_grace_is_closed_as_slow_consumer() {
+    let r = router();
+    let publisher = r.open_session(Protocol::Mqtt);
+    let slow = r.open_session(Protocol::Stomp);
+    slow.subscribe("t", 0, SubscriptionOptions::default()).unwrap();
+    for _ in 0..5 {
+        publisher.publish(message(&publisher, "t", "x", QoS::AtLeastOnce));
+    }
+    publisher.relieve_congestion().await; // the paused clock jumps to the grace deadline
+    assert!(!publisher.is_congesting());
+    assert!(slow.receiver().try_drain(&mut Vec::new(), 10).is_err(), "marked as slow consumer");
 }

@@ -229,6 +229,22 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
     let mut last_heard = tokio::time::Instant::now();
     let keep_alive = session.keep_alive_timeout();
     let end = 'conn: loop {
+        // Packets already read are handled only while no subscriber of this client's messages
+        // is full; otherwise they wait in the read buffer until the congestion is relieved.
+        while !session.state().core.is_congesting() {
+            let packet = match session.decode(&mut io.rbuf) {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                Err(close) => break 'conn closed(close),
+            };
+            match session.handle(packet, Instant::now()) {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Disconnect { will }) => {
+                    break 'conn End { reason: CloseReason::ClientClosed, will, code: None };
+                }
+                Err(close) => break 'conn closed(close),
+            }
+        }
         // Retained messages for new subscriptions go before more outbox traffic.
         if session.has_pending() {
             session.flush_pending(Instant::now());
@@ -240,6 +256,7 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
         }
         let free = if session.has_pending() { 0 } else { session.free_window().min(BATCH) };
         let keep_alive_deadline = keep_alive.map(|t| last_heard + t);
+        let congested = session.state().core.is_congesting();
         tokio::select! {
             biased;
             _ = io.shutdown.cancelled() => {
@@ -248,23 +265,13 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
             _ = &mut claim.kicked => {
                 break End { reason: CloseReason::SessionTakenOver, will: true, code: Some(Dis::SessionTakenOver) };
             }
-            read = io.stream.read_buf(&mut io.rbuf) => {
+            // Not read while a subscriber of this client's messages is full: TCP then slows
+            // the publisher down instead of the subscriber being dropped.
+            read = io.stream.read_buf(&mut io.rbuf), if !congested => {
                 match read {
                     Ok(0) => break End { reason: CloseReason::ClientClosed, will: true, code: None },
                     Ok(_) => last_heard = tokio::time::Instant::now(),
                     Err(_) => break End { reason: CloseReason::IoError, will: true, code: None },
-                }
-                loop {
-                    let packet = match session.decode(&mut io.rbuf) {
-                        Ok(Some(p)) => p,
-                        Ok(None) => break,
-                        Err(close) => break 'conn closed(close),
-                    };
-                    match session.handle(packet, Instant::now()) {
-                        Ok(Flow::Continue) => {}
-                        Ok(Flow::Disconnect { will }) => break 'conn End { reason: CloseReason::ClientClosed, will, code: None },
-                        Err(close) => break 'conn closed(close),
-                    }
                 }
             }
             // Polled even with a full window (free = 0): it then returns only when the outbox
@@ -278,7 +285,11 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
                     session.deliver(delivery, taken_at, taken_at);
                 }
             }
-            _ = sleep_until_opt(keep_alive_deadline) => {
+            () = session.state().core.relieve_congestion(), if congested => {
+                // The client was not read meanwhile; that silence is not its own.
+                last_heard = tokio::time::Instant::now();
+            }
+            _ = sleep_until_opt(keep_alive_deadline), if !congested => {
                 break End { reason: CloseReason::KeepAliveTimeout, will: true, code: Some(Dis::KeepAliveTimeout) };
             }
         }

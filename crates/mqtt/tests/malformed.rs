@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use common::v4::{self, QoS};
 use common::{Broker, MqttConfigExt, Raw, config, pid, start, start_with};
@@ -168,7 +170,9 @@ async fn exceeding_our_receive_maximum_gets_0x93() {
 
 #[tokio::test]
 async fn a_client_that_never_acknowledges_is_closed_with_0x97() {
-    let router = RouterConfig { outbox_capacity: 4, ..RouterConfig::default() };
+    // The publisher is held back for the grace, then the stuck subscriber is dropped.
+    let router =
+        RouterConfig { outbox_capacity: 4, slow_consumer_grace: Duration::from_millis(200), ..RouterConfig::default() };
     let broker = start_with(MqttConfigExt::with(|c| c.max_inflight = 1), router).await;
     let mut by = bystander(&broker).await;
     let (mut raw, _) = Raw::handshake5(broker.port, Raw::connect5("stuck")).await;

@@ -51,9 +51,12 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
     loop {
         let deadline = session.poll_timeout();
         input.reserve(READ_CHUNK);
+        // While a subscriber of this client's messages is full, stop reading: TCP then slows
+        // the publisher down instead of the subscriber being dropped.
+        let congested = session.core().is_congesting();
         let step = tokio::select! {
             _ = shutdown.cancelled() => Err(session.handle_shutdown()),
-            read = reader.read_buf(&mut input) => match read {
+            read = reader.read_buf(&mut input), if !congested => match read {
                 Ok(0) if input.is_empty() => return CloseReason::ClientClosed,
                 Ok(0) => {
                     debug!(buffered = input.len(), "connection ended inside a frame");
@@ -76,7 +79,15 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
                 }
                 Err(_overflowed) => Err(session.handle_slow_consumer()),
             },
+            () = session.core().relieve_congestion(), if congested => {
+                session.note_read(Instant::now());
+                decode_input(&mut decoder, &mut input, &mut session)
+            }
             () = sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => {
+                if congested {
+                    // Not read meanwhile: the silence is the broker's, not the client's.
+                    session.note_read(Instant::now());
+                }
                 session.handle_timeout(Instant::now())
             }
         };
@@ -114,9 +125,10 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
     }
 }
 
-/// Hands every complete frame in `input` to the session; stops at the first that ends it.
+/// Hands every complete frame in `input` to the session; stops at the first that ends it, and
+/// while a subscriber of this client's messages is full (the rest waits in `input`).
 fn decode_input(decoder: &mut Decoder, input: &mut BytesMut, session: &mut StompSession) -> Result<(), CloseReason> {
-    loop {
+    while !session.core().is_congesting() {
         match decoder.decode(input) {
             Ok(None) => return Ok(()),
             Ok(Some(Decoded::HeartBeat)) => {}
@@ -132,6 +144,7 @@ fn decode_input(decoder: &mut Decoder, input: &mut BytesMut, session: &mut Stomp
             Err(e) => return Err(session.handle_decode_error(e)),
         }
     }
+    Ok(())
 }
 
 /// Half-closes, then reads and discards until the client closes, for at most [`LINGER`].

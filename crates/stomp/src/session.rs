@@ -139,6 +139,11 @@ impl StompSession {
         }
     }
 
+    /// The core session: the connection loop asks it whether publishes are held back.
+    pub fn core(&self) -> &Session {
+        &self.core
+    }
+
     /// The core outbox this session's deliveries arrive in.
     pub fn receiver(&self) -> &OutboxReceiver {
         self.core.receiver()

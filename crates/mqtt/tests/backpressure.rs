@@ -1,0 +1,59 @@
+//! A QoS 1 publisher faster than its subscriber is slowed down (the broker stops reading it),
+//! and the subscriber keeps everything: at-least-once waits within limits instead of dropping
+//! the slow session at once.
+
+mod common;
+
+use std::time::Duration;
+
+use common::v4::{self, AsyncClient, Event, MqttOptions, Packet, QoS};
+use common::{WAIT, config, start_with};
+use tolk_core::{CloseReason, Protocol, RouterConfig};
+
+const MESSAGES: usize = 300;
+
+#[tokio::test]
+async fn a_fast_qos1_publisher_is_held_back_and_the_slow_subscriber_gets_everything() {
+    // A tiny outbox so that the subscriber is full almost at once.
+    let broker = start_with(config(), RouterConfig { outbox_capacity: 8, ..RouterConfig::default() }).await;
+
+    // The subscriber's event loop is polled by hand, slowly: each poll reads (and acks) at
+    // most one message, then it sleeps.
+    let (subscriber, mut slow_loop) = AsyncClient::new(MqttOptions::new("slow", "127.0.0.1", broker.port), 16);
+    subscriber.subscribe("load/t", QoS::AtLeastOnce).await.unwrap();
+    loop {
+        let event = tokio::time::timeout(WAIT, slow_loop.poll()).await.expect("suback in time").unwrap();
+        if let Event::Incoming(Packet::SubAck(_)) = event {
+            break;
+        }
+    }
+
+    let publisher = v4::connect(v4::options(broker.port, "fast")).await;
+    let sender = tokio::spawn(async move {
+        for n in 0..MESSAGES {
+            publisher
+                .client
+                .publish("load/t", QoS::AtLeastOnce, false, (n as u32).to_be_bytes().to_vec())
+                .await
+                .unwrap();
+        }
+        publisher
+    });
+
+    let mut received = Vec::with_capacity(MESSAGES);
+    while received.len() < MESSAGES {
+        let event = tokio::time::timeout(WAIT, slow_loop.poll())
+            .await
+            .expect("a message in time")
+            .unwrap_or_else(|e| panic!("subscriber lost after {} messages: {e}", received.len()));
+        if let Event::Incoming(Packet::Publish(p)) = event {
+            received.push(u32::from_be_bytes(p.payload[..4].try_into().unwrap()));
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    }
+    assert_eq!(received, (0..MESSAGES as u32).collect::<Vec<_>>(), "every message, once, in order");
+    let counters = broker.metrics().protocol(Protocol::Mqtt);
+    assert_eq!(counters.closed_count(CloseReason::SlowConsumer), 0, "nobody was dropped as a slow consumer");
+    drop(sender.await.unwrap());
+    broker.stop().await;
+}
