@@ -189,5 +189,10 @@ mod tests {
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["rows"][0]["in"], "amqp");
         assert_eq!(json["rows"][0]["hop"], "queue");
+        // JSON and Prometheus spell labels the same way (MqttSn is `mqttsn`, not `mqtt_sn`).
+        m.record(Hop::EndToEnd, Protocol::MqttSn, Protocol::Wsn, Duration::from_micros(1));
+        let json = serde_json::to_value(m.latency_report()).unwrap();
+        let row = json["rows"].as_array().unwrap().iter().find(|r| r["hop"] == "end_to_end").unwrap().clone();
+        assert_eq!((row["in"].as_str(), row["out"].as_str()), (Some("mqttsn"), Some("wsn")));
     }
 }

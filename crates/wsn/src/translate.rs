@@ -59,8 +59,26 @@ pub(crate) fn message_from_notification(
 }
 
 /// The element that carries a core payload inside `wsnt:Message` (or alone, for UseRaw).
+///
+/// A payload is embedded as the XML element it is only when nothing more specific than "XML"
+/// is known about it: no content type, `application/xml` or `text/xml`. Anything else (markup
+/// published as `text/html`, `image/svg+xml`, `application/atom+xml`, …) is wrapped, so that the
+/// wrapper's `contentType` keeps what an embedded element would lose: the consumer would
+/// otherwise see `application/xml` (the all-pairs matrix found this).
 pub(crate) fn element_of(message: &Message, limits: &Limits) -> XmlElement {
-    XmlElement::from_payload(&message.payload, message.props.content_type.as_deref(), limits)
+    let content_type = message.props.content_type.as_deref();
+    if content_type.is_none_or(is_generic_xml) {
+        XmlElement::from_payload(&message.payload, content_type, limits)
+    } else {
+        XmlElement::wrap_payload(&message.payload, content_type)
+    }
+}
+
+/// `application/xml` or `text/xml` (RFC 7303), parameters and case ignored: the content types
+/// an embedded element says by itself.
+fn is_generic_xml(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case("application/xml") || essence.eq_ignore_ascii_case("text/xml")
 }
 
 /// The namespace to write a delivered topic in: that of the first filter matching it.
@@ -122,6 +140,31 @@ mod tests {
         assert_eq!(&m.payload[..], &binary);
         assert_eq!(m.props.content_type.as_deref(), Some("application/octet-stream"));
         assert_eq!(&element_of(&m, &limits).to_payload(&limits).bytes[..], &binary);
+    }
+
+    #[test]
+    fn markup_with_a_non_xml_content_type_is_wrapped_to_keep_it() {
+        let limits = Limits::default();
+        let mut m = Message::new("t", &b"<p>21.5 &amp; <b>up</b></p>"[..], origin());
+        for (content_type, embedded) in [
+            (None, true),
+            (Some("application/xml"), true),
+            (Some("Text/XML; charset=utf-8"), true),
+            (Some("application/atom+xml"), false),
+            (Some("image/svg+xml"), false),
+            (Some("text/html; charset=utf-8"), false),
+            (Some("text/plain"), false),
+            (Some("xml"), false),
+        ] {
+            m.props.content_type = content_type.map(str::to_owned);
+            let element = element_of(&m, &limits);
+            assert_eq!(element.as_bytes() == &m.payload[..], embedded, "{content_type:?}: {}", element.as_str());
+            let back = element.to_payload(&limits);
+            assert_eq!(&back.bytes[..], &m.payload[..], "{content_type:?}");
+            if !embedded {
+                assert_eq!(back.content_type.as_deref(), content_type, "the content type survives");
+            }
+        }
     }
 
     #[test]
