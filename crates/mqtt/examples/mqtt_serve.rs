@@ -1,5 +1,5 @@
 //! Runs the MQTT front end alone over a fresh router, for trying third-party clients before the
-//! `tolk` binary is at hand: `cargo run -p tolk-mqtt --example serve -- 127.0.0.1:1883`.
+//! `tolk` binary is at hand: `cargo run -p tolk-mqtt --example mqtt_serve -- 127.0.0.1:1883`.
 //! Prints "tolk ready" once listening; stops on Ctrl-C (SIGINT).
 
 use std::net::SocketAddr;

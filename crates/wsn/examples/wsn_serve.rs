@@ -2,7 +2,7 @@
 //! against it before the broker binary is at hand:
 //!
 //! ```text
-//! cargo run -p tolk-wsn --example serve -- 127.0.0.1:8080
+//! cargo run -p tolk-wsn --example wsn_serve -- 127.0.0.1:8080
 //! ```
 
 use std::sync::Arc;
