@@ -76,7 +76,8 @@ impl Io {
 pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
     let Connection { stream, shutdown, router, .. } = connection;
     let config = shared.config.clone();
-    let mut io = Io { stream, rbuf: BytesMut::with_capacity(4096), shutdown, config };
+    // Buffers start empty: an idle connection should cost next to nothing (see `serve`).
+    let mut io = Io { stream, rbuf: BytesMut::new(), shutdown, config };
     let deadline = tokio::time::Instant::now() + io.config.connect_timeout;
     let shutdown = io.shutdown.clone();
     let handshake = tokio::select! {
@@ -224,8 +225,11 @@ struct End {
     code: Option<Dis>,
 }
 
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 4096;
+
 async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut claim: Claim) -> CloseReason {
-    let mut batch = Vec::with_capacity(BATCH);
+    let mut batch = Vec::new();
     let mut last_heard = tokio::time::Instant::now();
     let keep_alive = session.keep_alive_timeout();
     let end = 'conn: loop {
@@ -244,6 +248,9 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
                 }
                 Err(close) => break 'conn closed(close),
             }
+        }
+        if io.rbuf.is_empty() && io.rbuf.capacity() > 0 {
+            io.rbuf = BytesMut::new();
         }
         // Retained messages for new subscriptions go before more outbox traffic.
         if session.has_pending() {
@@ -267,10 +274,17 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
             }
             // Not read while a subscriber of this client's messages is full: TCP then slows
             // the publisher down instead of the subscriber being dropped.
-            read = io.stream.read_buf(&mut io.rbuf), if !congested => {
-                match read {
+            // Waits for readability without holding a buffer; one is allocated only when
+            // bytes are there, and released again once they are all decoded.
+            ready = io.stream.readable(), if !congested => {
+                if ready.is_err() {
+                    break End { reason: CloseReason::IoError, will: true, code: None };
+                }
+                io.rbuf.reserve(READ_CHUNK);
+                match io.stream.try_read_buf(&mut io.rbuf) {
                     Ok(0) => break End { reason: CloseReason::ClientClosed, will: true, code: None },
                     Ok(_) => last_heard = tokio::time::Instant::now(),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(_) => break End { reason: CloseReason::IoError, will: true, code: None },
                 }
             }

@@ -127,7 +127,7 @@ impl MqttSession {
             connected_with_zero_expiry: state.expiry.is_zero(),
             state,
             codec,
-            out: BytesMut::with_capacity(4096),
+            out: BytesMut::new(),
             written: Vec::new(),
             pending: VecDeque::new(),
             will: plan.will.take(),
