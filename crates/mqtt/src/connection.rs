@@ -74,6 +74,29 @@ impl Io {
 
 /// Runs one connection to its end.
 pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
+    // The handshake's state (a whole CONNECT packet among it) lives on the heap only while it
+    // runs, so it does not set the size of every connection's task.
+    let connected = match Box::pin(connect(&shared, connection)).await {
+        Ok(connected) => connected,
+        Err(reason) => return reason,
+    };
+    let span = info_span!("mqtt", client_id = %connected.session.client_id());
+    serve(connected, shared).instrument(span).await
+}
+
+/// A connected client's state, in one allocation. The connection's task holds a pointer to
+/// it, so what the task itself costs per idle connection is only what its await points need.
+struct Connected {
+    io: Io,
+    session: MqttSession,
+    /// This connection's token for [`Registry::release`].
+    conn: u64,
+    /// Fires when another connection takes the client id over.
+    kicked: tokio::sync::oneshot::Receiver<()>,
+}
+
+/// Reads and answers the CONNECT within the connect timeout.
+async fn connect(shared: &Shared, connection: Connection) -> Result<Box<Connected>, CloseReason> {
     let Connection { stream, shutdown, router, .. } = connection;
     let config = shared.config.clone();
     // Buffers start empty: an idle connection should cost next to nothing (see `serve`).
@@ -81,21 +104,19 @@ pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
     let deadline = tokio::time::Instant::now() + io.config.connect_timeout;
     let shutdown = io.shutdown.clone();
     let handshake = tokio::select! {
-        r = handshake(&mut io, &shared, &router) => r,
+        r = handshake(&mut io, shared, &router) => r,
         _ = tokio::time::sleep_until(deadline) => Err(Refused(CloseReason::ProtocolError, "no CONNECT in time".into())),
         _ = shutdown.cancelled() => Err(Refused(CloseReason::Shutdown, String::new())),
     };
-    let (session, claim) = match handshake {
-        Ok(parts) => parts,
+    match handshake {
+        Ok((session, claim)) => Ok(Box::new(Connected { io, session, conn: claim.conn, kicked: claim.kicked })),
         Err(Refused(reason, detail)) => {
             if !detail.is_empty() {
                 info!(%reason, detail, "connection refused");
             }
-            return reason;
+            Err(reason)
         }
-    };
-    let span = info_span!("mqtt", client_id = %session.client_id());
-    serve(io, shared, session, claim).instrument(span).await
+    }
 }
 
 /// Why the handshake ended the connection (the detail is logged; empty for a quiet close).
@@ -228,10 +249,14 @@ struct End {
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 4096;
 
-async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut claim: Claim) -> CloseReason {
+async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReason {
+    let Connected { io, session, kicked, .. } = &mut *connected;
     let mut batch = Vec::new();
     let mut last_heard = tokio::time::Instant::now();
     let keep_alive = session.keep_alive_timeout();
+    // One timer for the connection's life, re-armed only when it fires early (the client was
+    // heard meanwhile): cheaper than a new timer per round, and small in the task.
+    let mut keep_alive_timer = keep_alive.map(|t| Box::pin(tokio::time::sleep_until(last_heard + t)));
     let end = 'conn: loop {
         // Packets already read are handled only while no subscriber of this client's messages
         // is full; otherwise they wait in the read buffer until the congestion is relieved.
@@ -262,21 +287,21 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
             Err(WriteError::Shutdown) => break End { reason: CloseReason::Shutdown, will: false, code: None },
         }
         let free = if session.has_pending() { 0 } else { session.free_window().min(BATCH) };
-        let keep_alive_deadline = keep_alive.map(|t| last_heard + t);
         let congested = session.state().core.is_congesting();
+        let core = &session.state().core;
         tokio::select! {
             biased;
             _ = io.shutdown.cancelled() => {
                 break End { reason: CloseReason::Shutdown, will: false, code: Some(Dis::ServerShuttingDown) };
             }
-            _ = &mut claim.kicked => {
+            _ = &mut *kicked => {
                 break End { reason: CloseReason::SessionTakenOver, will: true, code: Some(Dis::SessionTakenOver) };
             }
             // Not read while a subscriber of this client's messages is full: TCP then slows
             // the publisher down instead of the subscriber being dropped.
             // Waits for readability without holding a buffer; one is allocated only when
             // bytes are there, and released again once they are all decoded.
-            ready = io.stream.readable(), if !congested => {
+            ready = std::future::poll_fn(|cx| io.stream.poll_read_ready(cx)), if !congested => {
                 if ready.is_err() {
                     break End { reason: CloseReason::IoError, will: true, code: None };
                 }
@@ -290,7 +315,7 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
             }
             // Polled even with a full window (free = 0): it then returns only when the outbox
             // overflows, which is how a client that stops acknowledging is noticed.
-            drained = session.state().core.receiver().drain(&mut batch, free) => {
+            drained = core.receiver().drain(&mut batch, free) => {
                 if drained.is_err() {
                     break End { reason: CloseReason::SlowConsumer, will: true, code: Some(Dis::QuotaExceeded) };
                 }
@@ -299,12 +324,18 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
                     session.deliver(delivery, taken_at, taken_at);
                 }
             }
-            () = session.state().core.relieve_congestion(), if congested => {
+            // Boxed when polled: congestion is rare, and its wait should not size every task.
+            () = async { Box::pin(core.relieve_congestion()).await }, if congested => {
                 // The client was not read meanwhile; that silence is not its own.
                 last_heard = tokio::time::Instant::now();
             }
-            _ = sleep_until_opt(keep_alive_deadline), if !congested => {
-                break End { reason: CloseReason::KeepAliveTimeout, will: true, code: Some(Dis::KeepAliveTimeout) };
+            () = fired(&mut keep_alive_timer), if !congested => {
+                let (Some(timeout), Some(timer)) = (keep_alive, keep_alive_timer.as_mut()) else { continue };
+                let deadline = last_heard + timeout;
+                if deadline <= tokio::time::Instant::now() {
+                    break End { reason: CloseReason::KeepAliveTimeout, will: true, code: Some(Dis::KeepAliveTimeout) };
+                }
+                timer.as_mut().reset(deadline);
             }
         }
     };
@@ -319,7 +350,8 @@ async fn serve(mut io: Io, shared: Arc<Shared>, mut session: MqttSession, mut cl
     }
     let last = std::mem::take(session.output());
     io.write_final(&last).await;
-    finish(&shared, session, claim.conn, end.reason, end.will);
+    let Connected { session, conn, .. } = *connected;
+    finish(&shared, session, conn, end.reason, end.will);
     end.reason
 }
 
@@ -328,9 +360,10 @@ fn closed(close: Close) -> End {
     End { reason: close.reason, will: true, code: close.code }
 }
 
-async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
+/// Completes when the keep-alive timer fires; never without one.
+async fn fired(timer: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>) {
+    match timer {
+        Some(timer) => timer.as_mut().await,
         None => std::future::pending().await,
     }
 }

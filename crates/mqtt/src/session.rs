@@ -92,7 +92,8 @@ pub struct MqttSession {
     pending: VecDeque<Delivery>,
     config: Arc<MqttConfig>,
     metrics: Arc<Metrics>,
-    will: Option<Will>,
+    /// Boxed: most clients set no will, and an idle connection should not carry its size.
+    will: Option<Box<Will>>,
     /// MQTT-3.14.2-2: a session that connected with expiry 0 may not set one at DISCONNECT.
     connected_with_zero_expiry: bool,
     window: usize,
@@ -130,7 +131,7 @@ impl MqttSession {
             out: BytesMut::new(),
             written: Vec::new(),
             pending: VecDeque::new(),
-            will: plan.will.take(),
+            will: plan.will.take().map(Box::new),
             window,
             client_max_packet: plan.client_max_packet,
             inbound_aliases: InboundAliases::new(alias_in),
@@ -606,7 +607,7 @@ impl MqttSession {
         if !self.state.expiry.is_zero() {
             self.state.detach(pending);
         }
-        let will = if will_wanted { self.will.take() } else { None };
+        let will = if will_wanted { self.will.take().map(|w| *w) } else { None };
         (self.state, will)
     }
 }
