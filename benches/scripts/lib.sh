@@ -8,9 +8,13 @@ JOBS=${JOBS:-2}
 BROKER_PID=
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tolk-bench.XXXXXX")
 declare -A TOLK_PORTS=()
+declare -A RABBIT_PORTS=()
+# The broker process is not always a child of this shell (RabbitMQ's start script forks the
+# Erlang VM), so stopping waits on /proc rather than with `wait`.
+BROKER_IS_CHILD=1
 
 cleanup() {
-    if [[ -n $BROKER_PID ]]; then kill "$BROKER_PID" 2>/dev/null || true; fi
+    if [[ -n $BROKER_PID ]]; then stop_broker; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -137,21 +141,143 @@ start_tolk() {
     wait_port "$first" "$BROKER_PID" "$WORK/tolk.log"
 }
 
+RABBITMQ_SERVER=/usr/lib/rabbitmq/bin/rabbitmq-server
+
+# Installs RabbitMQ (Debian's rabbitmq-server, which brings its STOMP plugin) if missing.
+ensure_rabbitmq() {
+    if [[ ! -x $RABBITMQ_SERVER ]]; then
+        log "installing rabbitmq-server from Debian"
+        local sudo=
+        if [[ $(id -u) -ne 0 ]]; then sudo=sudo; fi
+        $sudo apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq rabbitmq-server >&2
+        # The package may start a system-wide node; these scripts run their own.
+        if command -v systemctl >/dev/null && systemctl is-active --quiet rabbitmq-server 2>/dev/null; then
+            $sudo systemctl stop rabbitmq-server || true
+        fi
+    fi
+    if [[ ! -x $RABBITMQ_SERVER ]]; then
+        echo "rabbitmq-server is not installed and could not be installed" >&2
+        exit 1
+    fi
+}
+
+# Starts a private RabbitMQ node (its own node name, ports, data and cookie under $WORK) with
+# the STOMP plugin and guest allowed over loopback. Sets BROKER_PID to the Erlang VM (where the
+# CPU and memory are) and RABBIT_PORTS[amqp|stomp].
+start_rabbitmq() {
+    local dir=$WORK/rabbitmq
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    free_port; RABBIT_PORTS[amqp]=$FREE_PORT
+    free_port; RABBIT_PORTS[stomp]=$FREE_PORT
+    free_port; local dist=$FREE_PORT
+    cat >"$dir/rabbitmq.conf" <<CONF
+listeners.tcp.default = 127.0.0.1:${RABBIT_PORTS[amqp]}
+stomp.listeners.tcp.1 = 127.0.0.1:${RABBIT_PORTS[stomp]}
+loopback_users = none
+log.console = false
+log.file.level = warning
+CONF
+    echo '[rabbitmq_stomp].' >"$dir/enabled_plugins"
+    HOME=$dir RABBITMQ_CONFIG_FILE=$dir/rabbitmq.conf RABBITMQ_ENABLED_PLUGINS_FILE=$dir/enabled_plugins \
+        RABBITMQ_MNESIA_BASE=$dir/mnesia RABBITMQ_LOG_BASE=$dir/log RABBITMQ_PID_FILE=$dir/pid \
+        RABBITMQ_NODENAME=tolkbench$$@localhost RABBITMQ_DIST_PORT=$dist \
+        "$RABBITMQ_SERVER" >"$dir/out.log" 2>&1 &
+    BROKER_PID=$!
+    BROKER_IS_CHILD=1
+    wait_port "${RABBIT_PORTS[stomp]}" "$BROKER_PID" "$dir/out.log" || return 1
+    # Both listeners are up; measure the VM, not the start script that launched it.
+    BROKER_PID=$(cat "$dir/pid")
+    BROKER_IS_CHILD=0
+}
+
 start_broker() {
     case $1 in
     mosquitto) start_mosquitto ;;
     tolk) start_tolk ;;
+    rabbitmq) start_rabbitmq ;;
     *) echo "unknown broker $1" >&2; return 1 ;;
     esac
 }
 
 stop_broker() {
     kill -TERM "$BROKER_PID" 2>/dev/null || true
-    wait "$BROKER_PID" 2>/dev/null || true
+    if ((BROKER_IS_CHILD)); then
+        wait "$BROKER_PID" 2>/dev/null || true
+    else
+        for _ in $(seq 200); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.05; done
+        kill -KILL "$BROKER_PID" 2>/dev/null || true
+    fi
     BROKER_PID=
+    BROKER_IS_CHILD=1
 }
 
-tolk_has_mqtt() { "$TOLK" --print-default-config | grep -q '^\[mqtt\]'; }
+# The URL tolk-bench should use for protocol $2 on the running broker $1.
+target_url() {
+    local broker=$1 protocol=$2 port query=
+    case $broker in
+    tolk) port=${TOLK_PORTS[$protocol]:-} ;;
+    mosquitto) port=$PORT ;;
+    rabbitmq)
+        port=${RABBIT_PORTS[$protocol]:-}
+        # RabbitMQ's STOMP plugin routes /topic/a.b.c and refuses slashes in a destination.
+        if [[ $protocol == stomp ]]; then query='?destinations=dotted'; fi
+        ;;
+    esac
+    if [[ -z $port ]]; then return 1; fi
+    echo "$protocol://127.0.0.1:$port$query"
+}
+
+# The case table shared by the comparison scripts: add_case NAME PROTOCOL "TOLK-BENCH ARGS".
+declare -A CASE_ARGS=() CASE_PROTOCOL=()
+ORDER=()
+add_case() { ORDER+=("$1"); CASE_PROTOCOL[$1]=$2; CASE_ARGS[$1]=$3; }
+
+# The delivered rate of a finished report, in messages/s.
+delivered_rate() { sed -n 's/^ *"delivered_rate": *\([0-9.e+]*\),*$/\1/p' "$1" | head -n1; }
+
+# Runs every selected case ($SCENARIOS, default all) against every broker named in the
+# arguments, each case on a freshly started broker, writing $OUT/<case>.<broker>.json.
+# A case named X@50% runs open loop at half the slower broker's delivered rate in case X
+# (per publisher; fan-out cases divide by their four subscribers).
+run_cases() {
+    local brokers=("$@") selected=${SCENARIOS:-${ORDER[*]}} case args base rate r subscribers url
+    for case in "${ORDER[@]}"; do
+        [[ " $selected " == *" $case "* ]] || continue
+        args=${CASE_ARGS[$case]}
+        if [[ $case == *@50% ]]; then
+            base=${case%@50%}
+            rate=
+            for broker in "${brokers[@]}"; do
+                r=$(delivered_rate "$OUT/$base.$broker.json" 2>/dev/null || true)
+                [[ -n $r ]] || continue
+                if [[ -z $rate ]] || awk "BEGIN{exit !($r < $rate)}"; then rate=$r; fi
+            done
+            if [[ -z $rate ]]; then log "skipping $case: no closed-loop $base result"; continue; fi
+            subscribers=1
+            if [[ $base == *fan-out ]]; then subscribers=4; fi
+            rate=$(awk "BEGIN{printf \"%d\", $rate * 0.5 / $subscribers}")
+            args="$args --rate $rate"
+        fi
+        for broker in "${brokers[@]}"; do
+            log "$case against $broker"
+            if ! start_broker "$broker"; then
+                log "$broker did not start: skipping $case against it"
+                continue
+            fi
+            if url=$(target_url "$broker" "${CASE_PROTOCOL[$case]}"); then
+                # shellcheck disable=SC2086 # args is a word list by design
+                "$BENCH" $args --target "$url" --broker-pid "$BROKER_PID" \
+                    --label "$broker" --case "$case" --json "$OUT/$case.$broker.json" >&2 ||
+                    log "$case against $broker failed"
+            else
+                log "$broker has no ${CASE_PROTOCOL[$case]} listener: skipping $case"
+            fi
+            stop_broker
+        done
+    done
+}
 
 # The machine and versions, for the record next to the figures.
 machine_info() {
@@ -161,6 +287,9 @@ machine_info() {
     echo "kernel: $(uname -r)"
     if [[ -n ${MOSQUITTO:-} ]]; then
         echo "mosquitto: $("$MOSQUITTO" -h 2>/dev/null | sed -n 's/^mosquitto version //p' | head -n1)"
+    fi
+    if [[ -x $RABBITMQ_SERVER ]]; then
+        echo "rabbitmq: $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null), erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null)"
     fi
     echo "tolk: ${TOLK_BIN:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) (work tree)}"
     echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

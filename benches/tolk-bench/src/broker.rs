@@ -3,12 +3,13 @@
 //! costs the broker nothing, unlike asking it over HTTP, and works the same for every peer
 //! broker.
 
-use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
+
+use crate::proto::Target;
 
 /// How long a spawned broker gets to start listening before the run is abandoned.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -57,9 +58,10 @@ impl Broker {
         Ok(broker)
     }
 
-    /// Starts `command` (split on whitespace; no shell quoting) and waits until `addr` accepts
-    /// TCP connections, so the first client does not race the broker's bind.
-    pub async fn spawn(command: &str, addr: SocketAddr) -> Result<Self> {
+    /// Starts `command` (split on whitespace; no shell quoting) and waits until `target`
+    /// answers (accepts TCP connections; an MQTT-SN gateway answers SEARCHGW), so the first
+    /// client does not race the broker's bind.
+    pub async fn spawn(command: &str, target: &Target) -> Result<Self> {
         let mut words = command.split_whitespace();
         let program = words.next().context("--spawn-broker is empty")?;
         let child = Command::new(program)
@@ -75,11 +77,11 @@ impl Broker {
             if let Some(status) = broker.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 bail!("broker `{command}` exited during start-up: {status}");
             }
-            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            if target.answers().await {
                 return Ok(broker);
             }
             if Instant::now() > deadline {
-                bail!("broker `{command}` did not listen on {addr} within {START_TIMEOUT:?}");
+                bail!("broker `{command}` did not answer on {} within {START_TIMEOUT:?}", target.addr);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -46,12 +46,14 @@ pub enum Command {
 /// Options shared by every scenario.
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
-    /// Broker to load, as protocol://host:port.
+    /// Broker to load, as protocol://host:port: mqtt:// (TCP, default port 1883), mqttsn://
+    /// (UDP, 1884), stomp:// (61613), amqp:// (5672) or wsn://host:port/path (WS-Notification
+    /// over HTTP, port 8080, path /wsn).
     #[arg(long, default_value = "mqtt://127.0.0.1:1883")]
     pub target: Target,
 
     /// Publishers connect here instead of --target: a cross-protocol run (e.g. publish over
-    /// STOMP, subscribe over MQTT). Subscribers and idle connections always use --target.
+    /// WS-N, subscribe over MQTT). Subscribers and idle connections always use --target.
     #[arg(long)]
     pub publish_target: Option<Target>,
 
@@ -60,7 +62,8 @@ pub struct LoadArgs {
     pub broker_pid: Option<u32>,
 
     /// Start the broker with this command (split on spaces, no shell quoting), wait until the
-    /// target port accepts connections, and stop it afterwards.
+    /// target answers (accepts TCP connections; for mqttsn://, answers SEARCHGW), and stop it
+    /// afterwards.
     #[arg(long)]
     pub spawn_broker: Option<String>,
 
@@ -84,11 +87,13 @@ pub struct LoadArgs {
     #[arg(long)]
     pub subscribers: Option<usize>,
 
-    /// Payload size in bytes (at least the 32-byte stamp header).
+    /// Payload size in bytes (at least the 32-byte stamp header; MQTT-SN carries at most 65,498,
+    /// what fits one UDP datagram).
     #[arg(long, default_value_t = 64)]
     pub payload: usize,
 
-    /// Delivery guarantee for publishers and subscribers.
+    /// Delivery guarantee for publishers and subscribers (MQTT QoS; MQTT-SN speaks 0 and 1,
+    /// WS-N is at-most-once whatever is asked).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
     pub qos: u8,
 
@@ -108,7 +113,7 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 5)]
     pub iterations: u32,
 
-    /// Idle: connections to open.
+    /// Idle: connections to open (not for wsn://, which has no connection to hold).
     #[arg(long, default_value_t = 1000)]
     pub connections: usize,
 
@@ -129,8 +134,9 @@ pub struct LoadArgs {
 /// Options of `burst-matrix`.
 #[derive(Debug, Clone, Args)]
 pub struct MatrixArgs {
-    /// One listener of the broker per protocol, as protocol://host:port; repeat the option.
-    /// Every ordered pair (publisher's protocol, subscriber's protocol) is measured.
+    /// One listener of the broker per protocol, as protocol://host:port (wsn://host:port/path);
+    /// repeat the option. Every ordered pair (publisher's protocol, subscriber's protocol) is
+    /// measured.
     #[arg(long = "endpoint", required = true)]
     pub endpoints: Vec<Target>,
 

@@ -90,7 +90,13 @@ impl Report {
                 .unwrap_or_else(|| if rate_open { format!("{scenario}@{}", args.rate) } else { scenario.to_string() }),
             label: args.label.clone(),
             scenario: scenario.to_string(),
-            target: format!("{}://{}:{}", args.target.protocol.scheme(), args.target.host, args.target.port),
+            target: format!(
+                "{}://{}:{}{}",
+                args.target.protocol.scheme(),
+                args.target.host,
+                args.target.port,
+                args.target.path
+            ),
             qos: args.qos,
             payload_bytes: args.payload.max(crate::payload::HEADER_LEN),
             target_rate: rate_open.then_some(args.rate),

@@ -29,7 +29,7 @@ const TOPIC_EXCHANGE: &str = "amq.topic";
 const PERSISTENT: u8 = 2;
 
 /// A topic (or filter) as an `amq.topic` routing (or binding) key.
-fn routing_key(topic: &str) -> String {
+pub(crate) fn routing_key(topic: &str) -> String {
     topic
         .chars()
         .map(|c| match c {

@@ -1,12 +1,14 @@
 //! The protocol-client abstraction: what a scenario needs from a protocol (connect a publisher,
-//! subscribe, hold an idle connection), so every scenario runs unchanged over MQTT today and
-//! over STOMP, AMQP, MQTT-SN or WS-Notification when their clients are added here. Topics are
-//! given in tolk's canonical MQTT form (`bench/run/t`); each client maps them to its own
-//! destination syntax.
+//! subscribe, hold an idle connection), so every scenario runs unchanged over each of tolk's
+//! five protocols (MQTT, MQTT-SN, STOMP, AMQP 0.9.1, WS-Notification) and across any two of
+//! them. Topics are given in tolk's canonical MQTT form (`bench/run/t`); each client maps them
+//! to its own destination syntax.
 
 pub mod amqp;
 pub mod mqtt;
+pub mod mqttsn;
 pub mod stomp;
+pub mod wsn;
 
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -20,7 +22,9 @@ use tokio::task::JoinHandle;
 use crate::clock::Clock;
 use amqp::{AmqpConnector, AmqpPublisher};
 use mqtt::{MqttConnector, MqttPublisher};
+use mqttsn::{MqttSnConnector, MqttSnPublisher};
 use stomp::{StompConnector, StompPublisher};
+use wsn::{WsnConnector, WsnPublisher};
 
 /// How long a closing client may take to say goodbye before its task is aborted.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -30,10 +34,14 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 pub enum Protocol {
     /// MQTT 3.1.1 over TCP (`mqtt://host:port`, default port 1883).
     Mqtt,
+    /// MQTT-SN 1.2 over UDP (`mqttsn://host:port`, default port 1884).
+    MqttSn,
     /// STOMP 1.2 over TCP (`stomp://host:port`, default port 61613).
     Stomp,
     /// AMQP 0.9.1 over TCP (`amqp://host:port`, default port 5672), via `amq.topic`.
     Amqp,
+    /// WS-Notification over HTTP (`wsn://host:port/path`, default port 8080 and path `/wsn`).
+    Wsn,
 }
 
 impl Protocol {
@@ -41,19 +49,29 @@ impl Protocol {
     pub fn scheme(self) -> &'static str {
         match self {
             Protocol::Mqtt => "mqtt",
+            Protocol::MqttSn => "mqttsn",
             Protocol::Stomp => "stomp",
             Protocol::Amqp => "amqp",
+            Protocol::Wsn => "wsn",
         }
     }
 
     fn default_port(self) -> u16 {
         match self {
             Protocol::Mqtt => 1883,
+            Protocol::MqttSn => 1884,
             Protocol::Stomp => 61613,
             Protocol::Amqp => 5672,
+            Protocol::Wsn => 8080,
         }
     }
 }
+
+/// Every scheme `--target` accepts, for error messages.
+const SCHEMES: &str = "mqtt, mqttsn, stomp, amqp, wsn";
+
+/// Where tolk serves WS-Notification on its HTTP port unless configured otherwise.
+const DEFAULT_WSN_PATH: &str = "/wsn";
 
 /// A broker endpoint: protocol plus socket address, from `--target`.
 #[derive(Debug, Clone)]
@@ -66,6 +84,23 @@ pub struct Target {
     pub port: u16,
     /// First resolved address, used to wait for a spawned broker.
     pub addr: SocketAddr,
+    /// HTTP path of a WS-N endpoint (from `/`); empty for the other protocols.
+    pub path: String,
+    /// STOMP only (`?destinations=dotted`): name topics `/topic/a.b.c` with `*` for one level,
+    /// as RabbitMQ's STOMP plugin requires (it refuses slashes after `/topic/`). tolk takes
+    /// `/topic/a/b/c`, the form that reaches the same topic from its other protocols.
+    pub dotted_destinations: bool,
+}
+
+impl Target {
+    /// Whether the broker answers there yet: a TCP connection is accepted, or, for MQTT-SN
+    /// over UDP, a gateway answers SEARCHGW.
+    pub async fn answers(&self) -> bool {
+        match self.protocol {
+            Protocol::MqttSn => mqttsn::gateway_answers(self.addr).await,
+            _ => tokio::net::TcpStream::connect(self.addr).await.is_ok(),
+        }
+    }
 }
 
 impl std::str::FromStr for Target {
@@ -75,12 +110,27 @@ impl std::str::FromStr for Target {
         let (scheme, rest) = url.split_once("://").context("target must look like mqtt://host:port")?;
         let protocol = match scheme {
             "mqtt" | "tcp" => Protocol::Mqtt,
+            "mqttsn" => Protocol::MqttSn,
             "stomp" => Protocol::Stomp,
             "amqp" => Protocol::Amqp,
-            other => bail!("unsupported protocol `{other}` (supported: mqtt, stomp, amqp)"),
+            "wsn" => Protocol::Wsn,
+            other => bail!("unsupported protocol `{other}` (supported: {SCHEMES})"),
         };
-        let authority = rest.trim_end_matches('/');
-        let (host, port) = match authority.rsplit_once(':') {
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let dotted_destinations = match (protocol, query) {
+            (_, "") => false,
+            (Protocol::Stomp, "destinations=dotted") => true,
+            (Protocol::Stomp, "destinations=slashed") => false,
+            (_, query) => bail!("unknown option `{query}` in {url} (STOMP targets take ?destinations=dotted)"),
+        };
+        let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+        let path = match (protocol, path.trim_end_matches('/')) {
+            (Protocol::Wsn, "") => DEFAULT_WSN_PATH.to_string(),
+            (Protocol::Wsn, path) => path.to_string(),
+            (_, "") => String::new(),
+            (_, path) => bail!("{scheme} targets take no path, but {url} has {path}"),
+        };
+        let (host, port) = match authority.rsplit_once(':').filter(|(_, p)| !p.contains(']')) {
             Some((h, p)) => (h, p.parse().with_context(|| format!("bad port in {url}"))?),
             None => (authority, protocol.default_port()),
         };
@@ -90,12 +140,13 @@ impl std::str::FromStr for Target {
             .with_context(|| format!("cannot resolve {host}"))?
             .next()
             .with_context(|| format!("{host} resolves to no address"))?;
-        Ok(Target { protocol, host, port, addr })
+        Ok(Target { protocol, host, port, addr, path, dotted_destinations })
     }
 }
 
 /// Delivery guarantee asked of the broker, in MQTT's terms; other protocols map it to their
-/// nearest equivalent (STOMP ack:auto vs client-individual, AMQP no-ack vs ack).
+/// nearest equivalent (STOMP ack:auto vs client-individual, AMQP no-ack vs ack, MQTT-SN QoS 0
+/// or 1). WS-N has none to choose: Notify and push are at-most-once in tolk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[expect(clippy::enum_variant_names, reason = "the names are MQTT's own (MQTT 3.1.1 section 4.3)")]
 pub enum Qos {
@@ -224,6 +275,10 @@ pub enum AnyConnector {
     Stomp(StompConnector),
     /// AMQP 0.9.1.
     Amqp(AmqpConnector),
+    /// MQTT-SN 1.2.
+    MqttSn(MqttSnConnector),
+    /// WS-Notification.
+    Wsn(WsnConnector),
 }
 
 impl AnyConnector {
@@ -233,6 +288,8 @@ impl AnyConnector {
             Protocol::Mqtt => AnyConnector::Mqtt(MqttConnector::new(target, payload)),
             Protocol::Stomp => AnyConnector::Stomp(StompConnector::new(target, payload)),
             Protocol::Amqp => AnyConnector::Amqp(AmqpConnector::new(target)),
+            Protocol::MqttSn => AnyConnector::MqttSn(MqttSnConnector::new(target, payload)),
+            Protocol::Wsn => AnyConnector::Wsn(WsnConnector::new(target)),
         }
     }
 }
@@ -246,6 +303,10 @@ pub enum AnyPublisher {
     /// AMQP 0.9.1; boxed because lapin's channel and properties make it several times the size
     /// of the others.
     Amqp(Box<AmqpPublisher>),
+    /// MQTT-SN 1.2.
+    MqttSn(MqttSnPublisher),
+    /// WS-Notification.
+    Wsn(WsnPublisher),
 }
 
 impl Publisher for AnyPublisher {
@@ -254,6 +315,8 @@ impl Publisher for AnyPublisher {
             AnyPublisher::Mqtt(p) => p.publish(topic, payload).await,
             AnyPublisher::Stomp(p) => p.publish(topic, payload).await,
             AnyPublisher::Amqp(p) => p.publish(topic, payload).await,
+            AnyPublisher::MqttSn(p) => p.publish(topic, payload).await,
+            AnyPublisher::Wsn(p) => p.publish(topic, payload).await,
         }
     }
 
@@ -262,6 +325,8 @@ impl Publisher for AnyPublisher {
             AnyPublisher::Mqtt(p) => p.close().await,
             AnyPublisher::Stomp(p) => p.close().await,
             AnyPublisher::Amqp(p) => (*p).close().await,
+            AnyPublisher::MqttSn(p) => p.close().await,
+            AnyPublisher::Wsn(p) => p.close().await,
         }
     }
 }
@@ -274,6 +339,8 @@ impl Connector for AnyConnector {
             AnyConnector::Mqtt(c) => AnyPublisher::Mqtt(c.publisher(client_id, qos).await?),
             AnyConnector::Stomp(c) => AnyPublisher::Stomp(c.publisher(client_id, qos).await?),
             AnyConnector::Amqp(c) => AnyPublisher::Amqp(Box::new(c.publisher(client_id, qos).await?)),
+            AnyConnector::MqttSn(c) => AnyPublisher::MqttSn(c.publisher(client_id, qos).await?),
+            AnyConnector::Wsn(c) => AnyPublisher::Wsn(c.publisher(client_id, qos).await?),
         })
     }
 
@@ -289,6 +356,8 @@ impl Connector for AnyConnector {
             AnyConnector::Mqtt(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
             AnyConnector::Stomp(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
             AnyConnector::Amqp(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
+            AnyConnector::MqttSn(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
+            AnyConnector::Wsn(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
         }
     }
 
@@ -297,6 +366,8 @@ impl Connector for AnyConnector {
             AnyConnector::Mqtt(c) => c.idle(client_id).await,
             AnyConnector::Stomp(c) => c.idle(client_id).await,
             AnyConnector::Amqp(c) => c.idle(client_id).await,
+            AnyConnector::MqttSn(c) => c.idle(client_id).await,
+            AnyConnector::Wsn(c) => c.idle(client_id).await,
         }
     }
 }
@@ -306,12 +377,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn stomp_targets_take_a_destination_style() {
+        let t: Target = "stomp://127.0.0.1:61613?destinations=dotted".parse().unwrap();
+        assert!(t.dotted_destinations);
+        assert_eq!(t.port, 61613);
+        assert!(!"stomp://127.0.0.1".parse::<Target>().unwrap().dotted_destinations);
+        assert!("mqtt://127.0.0.1?destinations=dotted".parse::<Target>().is_err());
+        assert!("stomp://127.0.0.1?colour=blue".parse::<Target>().is_err());
+    }
+
+    #[test]
     fn targets_parse_with_and_without_port() {
         let t: Target = "mqtt://127.0.0.1:1999".parse().unwrap();
-        assert_eq!((t.protocol, t.host.as_str(), t.port), (Protocol::Mqtt, "127.0.0.1", 1999));
-        let t: Target = "mqtt://127.0.0.1".parse().unwrap();
+        assert_eq!((t.protocol, t.host.as_str(), t.port, t.path.as_str()), (Protocol::Mqtt, "127.0.0.1", 1999, ""));
+        let t: Target = "mqtt://127.0.0.1/".parse().unwrap();
         assert_eq!(t.port, 1883);
-        assert!("amqp-ish://x".parse::<Target>().is_err());
+        for (url, protocol, port) in [
+            ("mqttsn://127.0.0.1", Protocol::MqttSn, 1884),
+            ("stomp://127.0.0.1", Protocol::Stomp, 61613),
+            ("amqp://127.0.0.1", Protocol::Amqp, 5672),
+            ("wsn://127.0.0.1", Protocol::Wsn, 8080),
+        ] {
+            let t: Target = url.parse().unwrap();
+            assert_eq!((t.protocol, t.port), (protocol, port), "{url}");
+            assert_eq!(t.protocol.scheme(), url.split_once(':').unwrap().0);
+        }
+        let error = "amqp-ish://x".parse::<Target>().unwrap_err().to_string();
+        assert!(error.contains("mqtt, mqttsn, stomp, amqp, wsn"), "{error}");
         assert!("127.0.0.1:1883".parse::<Target>().is_err());
+    }
+
+    #[test]
+    fn only_wsn_targets_have_a_path() {
+        let t: Target = "wsn://127.0.0.1:9080".parse().unwrap();
+        assert_eq!((t.port, t.path.as_str()), (9080, "/wsn"));
+        let t: Target = "wsn://[::1]:9080/broker/ws-n/".parse().unwrap();
+        assert_eq!((t.host.as_str(), t.port, t.path.as_str()), ("::1", 9080, "/broker/ws-n"));
+        let t: Target = "wsn://[::1]".parse().unwrap();
+        assert_eq!(t.port, 8080);
+        assert!("mqttsn://127.0.0.1:1884/x".parse::<Target>().is_err());
     }
 }

@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
+use super::amqp::routing_key;
 use super::{Connection, Connector, Delivery, Publisher, Qos, Subscription, Target};
 use crate::clock::Clock;
 
@@ -139,18 +140,19 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 }
 
 /// Connects STOMP clients to one broker. Topics map to `/topic/<topic>`, the destination tolk
-/// (and RabbitMQ's STOMP plugin) routes through its topic space.
+/// (and RabbitMQ's STOMP plugin) routes through its topic space; with dotted destinations, to
+/// `/topic/<amq.topic routing key>`.
 #[derive(Debug, Clone)]
 pub struct StompConnector {
     addr: SocketAddr,
-    host: String,
     max_frame: usize,
+    dotted: bool,
 }
 
 impl StompConnector {
     /// A connector for `target`, sized for payloads of `payload` bytes.
     pub fn new(target: &Target, payload: usize) -> Self {
-        StompConnector { addr: target.addr, host: target.host.clone(), max_frame: payload.max(1024) + 8192 }
+        StompConnector { addr: target.addr, max_frame: payload.max(1024) + 8192, dotted: target.dotted_destinations }
     }
 
     /// TCP connect, CONNECT, wait for CONNECTED. Heart-beats are declined (`0,0`): runs are
@@ -162,7 +164,9 @@ impl StompConnector {
             let (read, mut write) = stream.into_split();
             let connect = encode(
                 "CONNECT",
-                &[("accept-version", "1.2"), ("host", &self.host), ("heart-beat", "0,0"), ("client-id", client_id)],
+                // `host` names the virtual host: RabbitMQ's default is `/`; tolk has one and
+                // takes any name.
+                &[("accept-version", "1.2"), ("host", "/"), ("heart-beat", "0,0"), ("client-id", client_id)],
                 b"",
             );
             write.write_all(&connect).await?;
@@ -181,8 +185,9 @@ impl StompConnector {
     }
 }
 
-fn destination(topic: &str) -> String {
-    format!("/topic/{topic}")
+/// The destination for a topic: `/topic/a/b` for tolk, `/topic/a.b` when `dotted`.
+fn destination(topic: &str, dotted: bool) -> String {
+    if dotted { format!("/topic/{}", routing_key(topic)) } else { format!("/topic/{topic}") }
 }
 
 /// Reads frames until told to stop; returns why the broker ended the connection if it did.
@@ -213,12 +218,13 @@ fn spawn_watcher(mut reader: FrameReader<OwnedReadHalf>, mut write: Option<Owned
 pub struct StompPublisher {
     write: OwnedWriteHalf,
     persistent: bool,
+    dotted: bool,
     connection: Connection,
 }
 
 impl Publisher for StompPublisher {
     async fn publish(&mut self, topic: &str, payload: Bytes) -> Result<()> {
-        let destination = destination(topic);
+        let destination = destination(topic, self.dotted);
         // tolk maps persistent:true to at-least-once (docs/translation.md).
         let headers: &[(&str, &str)] = if self.persistent {
             &[("destination", &destination), ("persistent", "true")]
@@ -242,7 +248,12 @@ impl Connector for StompConnector {
 
     async fn publisher(&self, client_id: String, qos: Qos) -> Result<StompPublisher> {
         let (reader, write) = self.connect(&client_id).await?;
-        Ok(StompPublisher { write, persistent: qos != Qos::AtMostOnce, connection: spawn_watcher(reader, None) })
+        Ok(StompPublisher {
+            write,
+            persistent: qos != Qos::AtMostOnce,
+            dotted: self.dotted,
+            connection: spawn_watcher(reader, None),
+        })
     }
 
     async fn subscribe(
@@ -257,7 +268,7 @@ impl Connector for StompConnector {
         // ack:auto is at-most-once in tolk; client-individual is at-least-once, acked per message.
         let ack_each = qos != Qos::AtMostOnce;
         let ack = if ack_each { "client-individual" } else { "auto" };
-        let destination = destination(&topic);
+        let destination = destination(&topic, self.dotted);
         let subscribe = encode(
             "SUBSCRIBE",
             &[("id", "0"), ("destination", &destination), ("ack", ack), ("receipt", SUBSCRIBE_RECEIPT)],

@@ -138,7 +138,7 @@ impl RssSampler {
 pub async fn broker_for(args: &LoadArgs) -> Result<Option<Broker>> {
     Ok(match (args.broker_pid, args.spawn_broker.as_deref()) {
         (Some(pid), _) => Some(Broker::attach(pid)?),
-        (None, Some(command)) => Some(Broker::spawn(command, args.target.addr).await?),
+        (None, Some(command)) => Some(Broker::spawn(command, &args.target).await?),
         (None, None) => None,
     })
 }
