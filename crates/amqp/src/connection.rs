@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tolk_core::listener::Connection;
 use tolk_core::{CloseReason, Protocol};
 
@@ -18,6 +18,8 @@ use crate::session::{AmqpSession, Shared};
 
 /// Output bytes above which the connection stops reading and taking deliveries.
 pub const HIGH_WATER: usize = 256 * 1024;
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 8 * 1024;
 /// Deliveries taken from the outbox per wake-up.
 const DELIVERY_BATCH: usize = 64;
 /// How long the last frames (a close, a close-ok) may take to be written before the socket is
@@ -31,8 +33,10 @@ pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
     let mut deletions = shared.registry.queue_deletions();
     let mut deletions_open = true;
     let mut session = AmqpSession::new(shared, core, Instant::now());
-    let (mut reader, mut writer) = stream.split();
-    let mut input = BytesMut::with_capacity(8 * 1024);
+    let (reader, mut writer) = stream.split();
+    // Empty until bytes arrive, and released once they are all handled: an idle connection
+    // holds no read buffer.
+    let mut input = BytesMut::new();
     let mut batch = Vec::with_capacity(DELIVERY_BATCH);
     let mut shutting_down = false;
     loop {
@@ -44,8 +48,8 @@ pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
             let _ = tokio::time::timeout(FINAL_FLUSH, flush).await;
             return reason;
         }
-        if input.capacity() - input.len() < 4096 {
-            input.reserve(8 * 1024);
+        if input.is_empty() && input.capacity() > 0 {
+            input = BytesMut::new();
         }
         let backlog = session.pending_output().len();
         let deadline = session.poll_timeout();
@@ -63,11 +67,16 @@ pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
                 shutting_down = true;
                 session.begin_shutdown(Instant::now());
             }
-            read = reader.read_buf(&mut input), if backlog < HIGH_WATER && !congested => match read {
-                Ok(0) => session.handle_eof(!input.is_empty()),
-                Ok(_) => session.handle_bytes(&mut input, Instant::now()),
-                Err(e) => session.handle_io_error(&e),
-            },
+            // Waits for readability without a buffer; one is allocated only when bytes are there.
+            ready = reader.readable(), if backlog < HIGH_WATER && !congested => {
+                input.reserve(READ_CHUNK);
+                match ready.and_then(|()| reader.try_read_buf(&mut input)) {
+                    Ok(0) => session.handle_eof(!input.is_empty()),
+                    Ok(_) => session.handle_bytes(&mut input, Instant::now()),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => session.handle_io_error(&e),
+                }
+            }
             written = writer.write(session.pending_output()), if backlog > 0 => match written {
                 Ok(0) => session.handle_io_error(&std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => session.advance_output(n, Instant::now()),

@@ -1,6 +1,7 @@
 //! The AMQP front end as the broker sees it: a [`FrontEnd`] that binds the listener, and the
 //! [`ConnectionHandler`] that runs each connection.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
@@ -31,8 +32,8 @@ impl ConnectionHandler for Handler {
         Protocol::Amqp
     }
 
-    async fn handle(self: Arc<Self>, connection: Connection) -> CloseReason {
-        crate::connection::run(self.shared.clone(), connection).await
+    fn handle(self: Arc<Self>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
+        crate::connection::run(self.shared.clone(), connection)
     }
 }
 

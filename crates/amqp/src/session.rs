@@ -97,7 +97,7 @@ pub(crate) struct Output {
 impl Output {
     fn new() -> Self {
         Output {
-            buf: Vec::with_capacity(4096),
+            buf: Vec::new(),
             written: 0,
             encoder: Encoder::default(),
             written_total: 0,
@@ -151,11 +151,9 @@ impl Output {
         self.written = (self.written + n).min(self.buf.len());
         self.written_total += n as u64;
         if self.written == self.buf.len() {
-            self.buf.clear();
+            // Everything is out: give the buffer back, so an idle connection holds none.
+            self.buf = Vec::new();
             self.written = 0;
-            if self.buf.capacity() > 1 << 20 {
-                self.buf.shrink_to(64 * 1024);
-            }
         } else if self.written > 64 * 1024 && self.written * 2 > self.buf.len() {
             self.buf.drain(..self.written);
             self.written = 0;

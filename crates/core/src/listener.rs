@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -96,23 +97,24 @@ async fn accept_loop<H: ConnectionHandler>(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let connection = Connection { stream, peer, shutdown: ctx.shutdown.child_token(), router: ctx.router.clone() };
-        let handler = handler.clone();
-        let metrics = metrics.clone();
+        // Clones, not child tokens: nothing cancels one connection alone, and a child token
+        // would cost every connection an allocation.
+        let connection = Connection { stream, peer, shutdown: ctx.shutdown.clone(), router: ctx.router.clone() };
         let span = info_span!("conn", %protocol, %peer);
-        ctx.tracker.spawn(
-            async move {
-                let _permit = permit;
-                let _open = metrics.connection_opened(protocol);
-                debug!("connection opened");
-                let reason = handler.handle(connection).await;
-                metrics.protocol(protocol).closed(reason);
-                match reason {
-                    CloseReason::ClientClosed | CloseReason::Shutdown => debug!(%reason, "connection closed"),
-                    _ => info!(%reason, "connection closed"),
-                }
+        let open = metrics.connection_opened(protocol);
+        span.in_scope(|| debug!("connection opened"));
+        // The handler's future is mapped, not awaited inside an `async` block: a block would
+        // keep its own copy of the connection beside the handler's, in every connection's
+        // task. If the handler panics, dropping the closure still gives back the permit and
+        // the gauge.
+        let task = handler.clone().handle(connection).map(move |reason| {
+            let _permit = permit;
+            open.closed(reason);
+            match reason {
+                CloseReason::ClientClosed | CloseReason::Shutdown => debug!(%reason, "connection closed"),
+                _ => info!(%reason, "connection closed"),
             }
-            .instrument(span),
-        );
+        });
+        ctx.tracker.spawn(task.instrument(span));
     }
 }

@@ -1,7 +1,7 @@
 //! The broker-wide metrics registry: arrays of atomics indexed by closed label sets.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::histogram::LatencyHistogram;
@@ -97,23 +97,32 @@ impl Metrics {
     }
 
     /// Marks a connection as opened; the returned guard marks it closed when dropped, so an
-    /// early return or a panic in a connection task cannot leak the gauge.
-    pub fn connection_opened(&self, protocol: Protocol) -> ConnectionGauge<'_> {
+    /// early return or a panic in a connection task cannot leak the gauge. The guard owns its
+    /// handle on the metrics, so it can travel with a spawned task.
+    pub fn connection_opened(self: &Arc<Self>, protocol: Protocol) -> ConnectionGauge {
         let counters = self.protocol(protocol);
         counters.connections_accepted.fetch_add(1, Relaxed);
         counters.connections_open.fetch_add(1, Relaxed);
-        ConnectionGauge { counters }
+        ConnectionGauge { metrics: self.clone(), protocol }
     }
 }
 
 /// Decrements the open-connections gauge when dropped. See [`Metrics::connection_opened`].
-pub struct ConnectionGauge<'a> {
-    counters: &'a ProtocolCounters,
+pub struct ConnectionGauge {
+    metrics: Arc<Metrics>,
+    protocol: Protocol,
 }
 
-impl Drop for ConnectionGauge<'_> {
+impl ConnectionGauge {
+    /// Counts why the connection closed, in the protocol's close-reason series.
+    pub fn closed(&self, reason: CloseReason) {
+        self.metrics.protocol(self.protocol).closed(reason);
+    }
+}
+
+impl Drop for ConnectionGauge {
     fn drop(&mut self) {
-        self.counters.connections_open.fetch_sub(1, Relaxed);
+        self.metrics.protocol(self.protocol).connections_open.fetch_sub(1, Relaxed);
     }
 }
 
@@ -133,7 +142,7 @@ mod tests {
 
     #[test]
     fn connection_gauge_follows_guard_lifetime() {
-        let m = Metrics::new();
+        let m = Arc::new(Metrics::new());
         let guard = m.connection_opened(Protocol::Amqp);
         assert_eq!(m.protocol(Protocol::Amqp).connections_open.load(Relaxed), 1);
         drop(guard);

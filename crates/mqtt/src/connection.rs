@@ -3,6 +3,7 @@
 //! outbox batches, the keep-alive timer, takeover and shutdown. Everything queued in a round is
 //! written, then flushed once.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -73,15 +74,20 @@ impl Io {
 }
 
 /// Runs one connection to its end.
-pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
-    // The handshake's state (a whole CONNECT packet among it) lives on the heap only while it
-    // runs, so it does not set the size of every connection's task.
-    let connected = match Box::pin(connect(&shared, connection)).await {
-        Ok(connected) => connected,
-        Err(reason) => return reason,
-    };
-    let span = info_span!("mqtt", client_id = %connected.session.client_id());
-    serve(connected, shared).instrument(span).await
+///
+/// Not an `async fn`: that would keep the `Connection` it was given for the task's whole life.
+/// The handshake future takes it instead, and lives on the heap only while it runs (its state,
+/// a whole CONNECT packet among it, should not set the size of every connection's task).
+pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
+    let handshake = Box::pin(connect(shared.clone(), connection));
+    async move {
+        let connected = match handshake.await {
+            Ok(connected) => connected,
+            Err(reason) => return reason,
+        };
+        let span = info_span!("mqtt", client_id = %connected.session.client_id());
+        serve(connected, shared).instrument(span).await
+    }
 }
 
 /// A connected client's state, in one allocation. The connection's task holds a pointer to
@@ -96,7 +102,7 @@ struct Connected {
 }
 
 /// Reads and answers the CONNECT within the connect timeout.
-async fn connect(shared: &Shared, connection: Connection) -> Result<Box<Connected>, CloseReason> {
+async fn connect(shared: Arc<Shared>, connection: Connection) -> Result<Box<Connected>, CloseReason> {
     let Connection { stream, shutdown, router, .. } = connection;
     let config = shared.config.clone();
     // Buffers start empty: an idle connection should cost next to nothing (see `serve`).
@@ -104,7 +110,7 @@ async fn connect(shared: &Shared, connection: Connection) -> Result<Box<Connecte
     let deadline = tokio::time::Instant::now() + io.config.connect_timeout;
     let shutdown = io.shutdown.clone();
     let handshake = tokio::select! {
-        r = handshake(&mut io, shared, &router) => r,
+        r = handshake(&mut io, &shared, &router) => r,
         _ = tokio::time::sleep_until(deadline) => Err(Refused(CloseReason::ProtocolError, "no CONNECT in time".into())),
         _ = shutdown.cancelled() => Err(Refused(CloseReason::Shutdown, String::new())),
     };

@@ -2,6 +2,7 @@
 //! TCP accept loop with this crate's connection handler, and the reaper that expires offline
 //! sessions and publishes delayed wills.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
@@ -31,8 +32,8 @@ impl ConnectionHandler for Handler {
         Protocol::Mqtt
     }
 
-    async fn handle(self: Arc<Self>, connection: Connection) -> CloseReason {
-        connection::run(self.0.clone(), connection).await
+    fn handle(self: Arc<Self>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
+        connection::run(self.0.clone(), connection)
     }
 }
 

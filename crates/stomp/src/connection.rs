@@ -44,25 +44,31 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
     let core = router.open_session(Protocol::Stomp);
     let mut session = StompSession::new(config.clone(), handler.auth.clone(), peer, core, Instant::now());
     let mut decoder = Decoder::new(config.limits());
-    let mut input = BytesMut::with_capacity(READ_CHUNK);
+    // Empty until bytes arrive, and released once they are all decoded: an idle connection
+    // holds no read buffer.
+    let mut input = BytesMut::new();
     let mut batch = Vec::with_capacity(BATCH);
     let mut written: Vec<Written> = Vec::new();
 
     loop {
         let deadline = session.poll_timeout();
-        input.reserve(READ_CHUNK);
+        if input.is_empty() && input.capacity() > 0 {
+            input = BytesMut::new();
+        }
         // While a subscriber of this client's messages is full, stop reading: TCP then slows
         // the publisher down instead of the subscriber being dropped.
         let congested = session.core().is_congesting();
         let step = tokio::select! {
             _ = shutdown.cancelled() => Err(session.handle_shutdown()),
-            read = reader.read_buf(&mut input), if !congested => match read {
-                Ok(0) if input.is_empty() => return CloseReason::ClientClosed,
-                Ok(0) => {
+            // Waits for readability without a buffer; one is allocated only when bytes are there.
+            read = read_some(&reader, &mut input), if !congested => match read {
+                Ok(None) => Ok(()),
+                Ok(Some(0)) if input.is_empty() => return CloseReason::ClientClosed,
+                Ok(Some(0)) => {
                     debug!(buffered = input.len(), "connection ended inside a frame");
                     return CloseReason::IoError;
                 }
-                Ok(_) => {
+                Ok(Some(_)) => {
                     session.note_read(Instant::now());
                     decode_input(&mut decoder, &mut input, &mut session)
                 }
@@ -119,9 +125,21 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
         }
 
         if let Err(reason) = step {
-            linger(&mut reader, &mut writer, &shutdown).await;
+            Box::pin(linger(&mut reader, &mut writer, &shutdown)).await;
             return reason;
         }
+    }
+}
+
+/// Waits until the socket is readable, then reads what is there into `input` (growing it
+/// only now). `None` when the readiness was spurious.
+async fn read_some(reader: &OwnedReadHalf, input: &mut BytesMut) -> std::io::Result<Option<usize>> {
+    reader.readable().await?;
+    input.reserve(READ_CHUNK);
+    match reader.try_read_buf(input) {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -155,7 +173,8 @@ async fn linger(reader: &mut OwnedReadHalf, writer: &mut OwnedWriteHalf, shutdow
     }
     let drain = async {
         let _ = writer.shutdown().await;
-        let mut sink = [0u8; 4096];
+        // On the heap: a buffer on the stack would be part of every connection's task.
+        let mut sink = vec![0u8; 4096];
         let mut total = 0;
         while let Ok(n) = reader.read(&mut sink).await {
             total += n;
