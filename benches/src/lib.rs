@@ -1,5 +1,7 @@
 //! Shared set-up for tolk's benchmarks: subscription populations shaped like a gateway's.
 
+pub mod translation_fixtures;
+
 use std::sync::Arc;
 
 use tolk_core::{Message, Metrics, Origin, Protocol, QoS, Router, RouterConfig, Session, SubscriptionOptions};

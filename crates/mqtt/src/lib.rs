@@ -10,7 +10,9 @@
 #![warn(missing_docs)]
 
 mod alias;
-mod codec;
+/// Public so that the translation benchmarks (`benches/benches/translation.rs`) decode and encode
+/// with the codec the broker uses, and can name the [`codec::Version`] that `translate` takes.
+pub mod codec;
 mod config;
 mod connect;
 mod connection;
@@ -20,7 +22,9 @@ mod registry;
 mod session;
 mod state;
 mod subscriptions;
-mod translate;
+/// Public so that the translation benchmarks (`benches/benches/translation.rs`) can measure
+/// PUBLISH ↔ core message; the broker itself uses it only through its sessions.
+pub mod translate;
 mod will;
 
 pub use config::MqttConfig;

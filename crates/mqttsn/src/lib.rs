@@ -29,7 +29,9 @@ mod predefined;
 mod registry;
 mod session;
 mod stats;
-mod translate;
+/// Public so that the translation benchmarks (`benches/benches/translation.rs`) can measure
+/// PUBLISH ↔ core message; the broker itself uses it only through its sessions.
+pub mod translate;
 
 pub use config::{AdvertiseConfig, ClientConfig, ConfigError, MqttSnConfig, RetransmitConfig, default_port};
 pub use frontend::MqttSnFrontEnd;

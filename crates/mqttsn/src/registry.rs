@@ -34,7 +34,10 @@ const FORMAT_VERSION: u32 = 1;
 pub(crate) struct RegistryFull;
 
 /// Topic names and their gateway-assigned ids.
-pub(crate) struct TopicRegistry {
+///
+/// Public (through `translate`) because the translate functions take it, for the translation
+/// benchmarks.
+pub struct TopicRegistry {
     by_name: HashMap<Arc<str>, u16, RandomState>,
     by_id: HashMap<u16, Arc<str>, RandomState>,
     next_id: u32,
@@ -51,8 +54,8 @@ struct RegistryFile {
 }
 
 impl TopicRegistry {
-    /// An empty registry holding at most `max` names.
-    pub(crate) fn new(max: usize) -> Self {
+    /// An empty registry holding at most `max` names. Public for the translation benchmarks.
+    pub fn new(max: usize) -> Self {
         TopicRegistry {
             by_name: HashMap::default(),
             by_id: HashMap::default(),

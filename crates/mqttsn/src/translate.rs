@@ -12,8 +12,12 @@ use bytes::Bytes;
 use mqttsn_codec::{PublishTopic, QoS};
 use tolk_core::{Message, Origin, Protocol, QoS as CoreQoS, SessionId, topic};
 
-use crate::predefined::PredefinedTopics;
-use crate::registry::TopicRegistry;
+/// The pre-defined ids [`inbound_topic`] and [`outbound_topic`] read; re-exported for the
+/// translation benchmarks.
+pub use crate::predefined::PredefinedTopics;
+/// The registered ids [`inbound_topic`] and [`outbound_topic`] read and assign; re-exported for
+/// the translation benchmarks.
+pub use crate::registry::TopicRegistry;
 
 /// Core guarantee of an MQTT-SN QoS. QoS −1 is "at most once" once it has reached the gateway.
 pub(crate) fn core_qos(qos: QoS) -> CoreQoS {
@@ -25,7 +29,8 @@ pub(crate) fn core_qos(qos: QoS) -> CoreQoS {
 }
 
 /// MQTT-SN QoS for a delivery at a core guarantee.
-pub(crate) fn sn_qos(qos: CoreQoS) -> QoS {
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub fn sn_qos(qos: CoreQoS) -> QoS {
     match qos {
         CoreQoS::AtMostOnce => QoS::Zero,
         CoreQoS::AtLeastOnce => QoS::One,
@@ -49,11 +54,8 @@ pub(crate) fn short_filter(name: [u8; 2]) -> Option<String> {
 
 /// The canonical topic a PUBLISH names, or `None` for an unknown id / invalid short name (the
 /// gateway answers PUBACK 0x02 "invalid topic id").
-pub(crate) fn inbound_topic(
-    topic: PublishTopic,
-    predefined: &PredefinedTopics,
-    registry: &TopicRegistry,
-) -> Option<Arc<str>> {
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub fn inbound_topic(topic: PublishTopic, predefined: &PredefinedTopics, registry: &TopicRegistry) -> Option<Arc<str>> {
     match topic {
         PublishTopic::Normal(id) => registry.name(id).cloned(),
         PublishTopic::Predefined(id) => predefined.name(id).cloned(),
@@ -72,8 +74,9 @@ pub(crate) fn topic_id_field(topic: PublishTopic) -> u16 {
 
 /// How a client subscribed, which decides how matching messages are addressed to it. Stored in
 /// the core subscription's tag, so a delivery carries it back.
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SubscriptionForm {
+pub enum SubscriptionForm {
     /// By topic name (with or without wildcards): deliveries use registered ids, REGISTERed to
     /// the client first when it does not know them (§6.10).
     Name,
@@ -111,8 +114,9 @@ impl SubscriptionForm {
 }
 
 /// How a delivery's topic can be put in a PUBLISH to one client.
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum OutboundTopic {
+pub enum OutboundTopic {
     /// Ready to send.
     Ready(PublishTopic),
     /// Needs a REGISTER of `name` as `id` first; the client does not know the id yet (§6.10).
@@ -128,7 +132,8 @@ pub(crate) enum OutboundTopic {
 
 /// Chooses how to address `topic` to a client that subscribed in `form` and knows the ids for
 /// which `knows` answers true.
-pub(crate) fn outbound_topic(
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub fn outbound_topic(
     topic: &str,
     form: SubscriptionForm,
     predefined: &PredefinedTopics,
@@ -160,7 +165,8 @@ pub(crate) fn outbound_topic(
 }
 
 /// A core message for a PUBLISH (or a will) accepted from a client.
-pub(crate) fn core_message(
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub fn core_message(
     topic: &str,
     payload: Bytes,
     qos: QoS,

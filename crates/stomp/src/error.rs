@@ -9,8 +9,11 @@ use tolk_core::CloseReason;
 
 /// A protocol failure: what the client did, for the ERROR frame's `message` header and body,
 /// and which close reason it counts as.
+///
+/// Public (though not re-exported) because [`crate::translate::message_from_send`] returns it,
+/// for the translation benchmarks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StompError {
+pub struct StompError {
     /// Metric label and log reason.
     pub reason: CloseReason,
     /// One line for the `message` header.

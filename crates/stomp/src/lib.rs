@@ -24,7 +24,9 @@ mod heartbeat;
 mod session;
 mod subscription;
 mod transaction;
-mod translate;
+/// Public so that the translation benchmarks (`benches/benches/translation.rs`) can measure
+/// SEND/MESSAGE ↔ core message; the broker itself uses it only through its sessions.
+pub mod translate;
 
 pub use auth::{AllowAll, Authenticator, Credentials};
 pub use config::{StompConfig, default_port};

@@ -45,8 +45,9 @@ pub(crate) const RESERVED: &[&str] = &[
 ];
 
 /// Where a SEND's message goes, already validated.
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SendTarget<'a> {
+pub enum SendTarget<'a> {
     /// Published through the router on this topic.
     Topic(&'a str),
     /// Pushed into this queue; the queue name is also the message's topic.
@@ -54,7 +55,8 @@ pub(crate) enum SendTarget<'a> {
 }
 
 /// The MESSAGE header set that does not come from the message itself.
-pub(crate) struct Envelope<'a> {
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub struct Envelope<'a> {
     /// Value of `destination`.
     pub destination: &'a str,
     /// Value of `message-id` (and `ack` when `ack` is set).
@@ -99,7 +101,8 @@ fn expiry(value: Option<&str>, now: Instant, wall: SystemTime) -> Result<Option<
 
 /// Builds the core message for a SEND frame whose destination was resolved to `target`.
 /// `now`/`wall` are the monotonic and wall-clock times the frame was complete.
-pub(crate) fn message_from_send(
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub fn message_from_send(
     frame: &Frame,
     target: SendTarget<'_>,
     origin: Origin,
@@ -150,7 +153,8 @@ fn wall_clock_millis(at: Instant, now: Instant, wall: SystemTime) -> u64 {
 }
 
 /// Builds the MESSAGE frame delivering `message` (spec "MESSAGE").
-pub(crate) fn message_frame(message: &Message, envelope: &Envelope<'_>, now: Instant, wall: SystemTime) -> Frame {
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub fn message_frame(message: &Message, envelope: &Envelope<'_>, now: Instant, wall: SystemTime) -> Frame {
     let version = envelope.version;
     let ok = |text: &str| representable(text, version, false);
     let id = envelope.message_id.to_string();
@@ -204,7 +208,8 @@ pub(crate) fn message_frame(message: &Message, envelope: &Envelope<'_>, now: Ins
 }
 
 /// The `destination` header of a delivery from a topic subscription.
-pub(crate) fn topic_destination(topic: &str) -> String {
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub fn topic_destination(topic: &str) -> String {
     format!("{TOPIC_PREFIX}{topic}")
 }
 

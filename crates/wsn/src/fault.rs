@@ -8,8 +8,11 @@ use wsn_xml::FaultKind;
 
 /// A refused request: which fault, and why (the `faultstring` / `Reason` and the BaseFault
 /// `Description`).
+///
+/// Public (though not re-exported) because [`crate::translate::message_from_notification`]
+/// returns it, for the translation benchmarks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     /// The fault to send.
     pub kind: FaultKind,
     /// Human-readable reason.

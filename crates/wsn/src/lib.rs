@@ -29,7 +29,9 @@ mod pullpoint_ops;
 mod push;
 mod registry;
 mod subscription;
-mod translate;
+/// Public so that the translation benchmarks (`benches/benches/translation.rs`) can measure
+/// Notify ↔ core message; the broker itself uses it only through its endpoint.
+pub mod translate;
 
 pub use config::{PullPointConfig, PushConfig, WsnConfig, default_path};
 pub use frontend::WsnFrontEnd;

@@ -21,7 +21,8 @@ use crate::fault::{Refusal, shorten};
 use crate::filter::TopicFilter;
 
 /// The core message for one NotificationMessage of a Notify.
-pub(crate) fn message_from_notification(
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub fn message_from_notification(
     notification: &NotificationMessage,
     origin: &Origin,
     limits: &Limits,
@@ -87,7 +88,8 @@ pub(crate) fn namespace_for<'a>(filters: &'a [TopicFilter], topic_name: &str) ->
 }
 
 /// The NotificationMessage for one delivery, or `None` when its topic has no WS-N form.
-pub(crate) fn notification_of(
+/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+pub fn notification_of(
     delivery: &Delivery,
     subscription: Option<&EndpointReference>,
     namespace: Option<&str>,
