@@ -17,10 +17,8 @@ mkdir -p "$(dirname "$OUT")"
 build_release
 start_tolk
 ENDPOINTS=()
-for protocol in mqtt stomp amqp; do
-    if [[ -n ${TOLK_PORTS[$protocol]:-} ]]; then
-        ENDPOINTS+=(--endpoint "$protocol://127.0.0.1:${TOLK_PORTS[$protocol]}")
-    fi
+for protocol in mqtt mqttsn stomp amqp wsn; do
+    if url=$(target_url tolk $protocol); then ENDPOINTS+=(--endpoint "$url"); fi
 done
 [[ ${#ENDPOINTS[@]} -gt 0 ]] || { echo "tolk has no listener tolk-bench can speak to" >&2; exit 1; }
 machine_info

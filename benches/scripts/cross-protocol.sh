@@ -19,8 +19,9 @@ mkdir -p "$OUT"
 build_release
 start_tolk
 PROTOCOLS=()
-for protocol in mqtt stomp amqp; do
-    if [[ -n ${TOLK_PORTS[$protocol]:-} ]]; then PROTOCOLS+=("$protocol"); fi
+declare -A URL=()
+for protocol in mqtt mqttsn stomp amqp wsn; do
+    if URL[$protocol]=$(target_url tolk $protocol); then PROTOCOLS+=("$protocol"); fi
 done
 machine_info >"$OUT/machine.txt"
 MESSAGES=$((RATE * SECONDS_EACH / 2))
@@ -28,7 +29,7 @@ for p in "${PROTOCOLS[@]}"; do
     for s in "${PROTOCOLS[@]}"; do
         log "$p → $s at $RATE msg/s"
         "$BENCH" p2p --publishers 2 --rate "$RATE" --messages "$MESSAGES" \
-            --publish-target "$p://127.0.0.1:${TOLK_PORTS[$p]}" --target "$s://127.0.0.1:${TOLK_PORTS[$s]}" \
+            --publish-target "${URL[$p]}" --target "${URL[$s]}" \
             --broker-pid "$BROKER_PID" --label tolk --case "$p→$s" --json "$OUT/$p-$s.json" >&2 ||
             log "$p → $s failed"
     done

@@ -137,8 +137,11 @@ start_tolk() {
     "$TOLK" --config "$WORK/tolk.toml" >"$WORK/tolk.log" 2>&1 &
     BROKER_PID=$!
     local first
-    first=${TOLK_PORTS[mqtt]:-${TOLK_PORTS[stomp]:-${TOLK_PORTS[http]}}}
-    wait_port "$first" "$BROKER_PID" "$WORK/tolk.log"
+    # HTTP is bound after every protocol listener (MQTT-SN's UDP socket among them, which
+    # cannot be probed this way), so once it answers, all of them do.
+    local last
+    last=${TOLK_PORTS[http]:-${TOLK_PORTS[mqtt]:-${TOLK_PORTS[stomp]}}}
+    wait_port "$last" "$BROKER_PID" "$WORK/tolk.log"
 }
 
 RABBITMQ_SERVER=/usr/lib/rabbitmq/bin/rabbitmq-server
@@ -213,11 +216,19 @@ stop_broker() {
     BROKER_IS_CHILD=1
 }
 
-# The URL tolk-bench should use for protocol $2 on the running broker $1.
+# The URL tolk-bench should use for protocol $2 (mqtt, mqttsn, stomp, amqp, wsn) on the
+# running broker $1; fails when that broker has no such listener.
 target_url() {
     local broker=$1 protocol=$2 port query=
     case $broker in
-    tolk) port=${TOLK_PORTS[$protocol]:-} ;;
+    tolk)
+        if [[ $protocol == wsn ]]; then
+            # WS-Notification is served on the HTTP listener, at the default path.
+            if [[ -n ${TOLK_PORTS[http]:-} ]]; then echo "wsn://127.0.0.1:${TOLK_PORTS[http]}/wsn"; return; fi
+            return 1
+        fi
+        port=${TOLK_PORTS[$protocol]:-}
+        ;;
     mosquitto) port=$PORT ;;
     rabbitmq)
         port=${RABBIT_PORTS[$protocol]:-}

@@ -39,6 +39,9 @@ pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
     let mut input = BytesMut::new();
     let mut batch = Vec::with_capacity(DELIVERY_BATCH);
     let mut shutting_down = false;
+    // One timer for the connection's life, moved to each new deadline: a deadline that only
+    // moves later (heartbeats) costs an atomic store, not a timer-wheel insertion per event.
+    let mut timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
     loop {
         if let Some(reason) = session.finished() {
             let flush = async {
@@ -53,12 +56,9 @@ pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
         }
         let backlog = session.pending_output().len();
         let deadline = session.poll_timeout();
-        let timer = async move {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }
-        };
+        if let Some(at) = deadline {
+            timer.as_mut().reset(at.into());
+        }
         // While a subscriber of this connection's messages is full, stop reading: TCP then
         // slows the publisher down instead of the subscriber being dropped.
         let congested = session.core().is_congesting();
@@ -93,7 +93,7 @@ pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
                 Err(_) => deletions_open = false,
             },
             () = session.core().relieve_congestion(), if congested => session.handle_bytes(&mut input, Instant::now()),
-            () = timer => {
+            () = timer.as_mut(), if deadline.is_some() => {
                 if congested {
                     session.excuse_silence(Instant::now());
                 }

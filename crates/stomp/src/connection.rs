@@ -50,8 +50,14 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
     let mut batch = Vec::with_capacity(BATCH);
     let mut written: Vec<Written> = Vec::new();
 
+    // One timer for the connection's life, moved to each new deadline: a deadline that only
+    // moves later (heart-beats) costs an atomic store, not a timer-wheel insertion per event.
+    let mut timer = Box::pin(sleep_until(Instant::now().into()));
     loop {
         let deadline = session.poll_timeout();
+        if let Some(at) = deadline {
+            timer.as_mut().reset(at.into());
+        }
         if input.is_empty() && input.capacity() > 0 {
             input = BytesMut::new();
         }
@@ -89,7 +95,7 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
                 session.note_read(Instant::now());
                 decode_input(&mut decoder, &mut input, &mut session)
             }
-            () = sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => {
+            () = timer.as_mut(), if deadline.is_some() => {
                 if congested {
                     // Not read meanwhile: the silence is the broker's, not the client's.
                     session.note_read(Instant::now());
