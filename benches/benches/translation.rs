@@ -76,16 +76,7 @@ fn origin(protocol: Protocol) -> Origin {
 
 /// What the router hands a session for one matching subscription.
 fn delivery_of(message: &Arc<Message>, now: Instant) -> Delivery {
-    Delivery {
-        message: message.clone(),
-        qos: message.qos,
-        retain: false,
-        tag: 0,
-        subscription_id: None,
-        enqueued_at: now,
-        ack: None,
-        redelivered: false,
-    }
+    Delivery::new(message.clone(), message.qos, now)
 }
 
 /// MQTT 5 through tolk's `PacketCodec` (rmqtt-codec underneath).

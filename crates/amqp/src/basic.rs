@@ -501,16 +501,8 @@ fn get(ctx: &mut Ctx, ch: &mut Channel, out: &mut Output, m: basic::Get, now: In
         }
         ch.next_delivery_tag += 1;
         ctx.metrics.protocol(Protocol::Amqp).messages_out.fetch_add(1, Ordering::Relaxed);
-        let record = Delivery {
-            qos: message.qos,
-            message,
-            retain: false,
-            tag: 0,
-            subscription_id: None,
-            enqueued_at: now,
-            ack: None,
-            redelivered,
-        };
+        let qos = message.qos;
+        let record = Delivery { redelivered, ..Delivery::new(message, qos, now) };
         out.record_when_written(record, now);
         if let Some(ack) = ack {
             ch.get_unacked += 1;

@@ -37,6 +37,31 @@ pub struct Delivery {
     pub redelivered: bool,
 }
 
+impl Delivery {
+    /// A first delivery of `message` at `qos` that no subscription produced (a pull point's,
+    /// a test's): no retain flag, tag, subscription id or queue acknowledgement. Set those with
+    /// struct update syntax where they apply.
+    pub fn new(message: Arc<Message>, qos: QoS, enqueued_at: Instant) -> Self {
+        Delivery {
+            message,
+            qos,
+            retain: false,
+            tag: 0,
+            subscription_id: None,
+            enqueued_at,
+            ack: None,
+            redelivered: false,
+        }
+    }
+
+    /// A retained message sent because of a new subscription allowing at most `max_qos`: the
+    /// retain flag set, the guarantee the lower of the message's and the subscription's.
+    pub fn retained(message: Arc<Message>, max_qos: QoS, enqueued_at: Instant) -> Self {
+        let qos = message.qos.min(max_qos);
+        Delivery { retain: true, ..Delivery::new(message, qos, enqueued_at) }
+    }
+}
+
 /// What happened to a push.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PushOutcome {
@@ -291,16 +316,7 @@ mod tests {
 
     fn delivery(qos: QoS) -> Delivery {
         let origin = Origin { protocol: Protocol::Mqtt, session: SessionId(9), client_id: "p".into() };
-        Delivery {
-            message: Arc::new(Message::new("t", "x", origin)),
-            qos,
-            retain: false,
-            tag: 0,
-            subscription_id: None,
-            enqueued_at: Instant::now(),
-            ack: None,
-            redelivered: false,
-        }
+        Delivery::new(Arc::new(Message::new("t", "x", origin)), qos, Instant::now())
     }
 
     #[test]

@@ -143,16 +143,7 @@ mod tests {
 
     fn delivery() -> Delivery {
         let origin = Origin { protocol: Protocol::Mqtt, session: SessionId(1), client_id: "c".into() };
-        Delivery {
-            message: Arc::new(Message::new("t", "x", origin)),
-            qos: QoS::ExactlyOnce,
-            retain: false,
-            tag: 0,
-            subscription_id: None,
-            enqueued_at: Instant::now(),
-            ack: None,
-            redelivered: false,
-        }
+        Delivery::new(Arc::new(Message::new("t", "x", origin)), QoS::ExactlyOnce, Instant::now())
     }
 
     #[test]

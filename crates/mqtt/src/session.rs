@@ -420,16 +420,8 @@ impl MqttSession {
                         if options.no_local && message.origin.session == self.state.core.id() {
                             continue;
                         }
-                        self.pending.push_back(Delivery {
-                            qos: message.qos.min(max_qos),
-                            message,
-                            retain: true,
-                            tag: 0,
-                            subscription_id: id,
-                            enqueued_at: now,
-                            ack: None,
-                            redelivered: false,
-                        });
+                        self.pending
+                            .push_back(Delivery { subscription_id: id, ..Delivery::retained(message, max_qos, now) });
                     }
                 }
             }

@@ -188,16 +188,8 @@ mod tests {
         let message = inbound(&publish, "a/b".into(), origin(), t0);
         assert_eq!(message.props.reply_to, Some(Destination::Topic("reply/here".into())));
         assert_eq!(message.props.user.len(), 2);
-        let delivery = Delivery {
-            message: std::sync::Arc::new(message),
-            qos: QoS::AtLeastOnce,
-            retain: false,
-            tag: 0,
-            subscription_id: Some(9),
-            enqueued_at: t0,
-            ack: None,
-            redelivered: false,
-        };
+        let delivery =
+            Delivery { subscription_id: Some(9), ..Delivery::new(std::sync::Arc::new(message), QoS::AtLeastOnce, t0) };
         let out =
             outbound(&delivery, Version::V5, NonZeroU16::new(1), false, t0 + Duration::from_millis(2500)).unwrap();
         let p = out.properties.unwrap();

@@ -658,16 +658,7 @@ impl ClientSession {
             gw.count_drops(DropReason::QueueFull, (retained.len() - limit) as u64);
         }
         for message in retained.into_iter().take(limit) {
-            let delivery = Delivery {
-                qos: message.qos.min(max_qos),
-                message,
-                retain: true,
-                tag,
-                subscription_id: None,
-                enqueued_at: now,
-                ack: None,
-                redelivered: false,
-            };
+            let delivery = Delivery { tag, ..Delivery::retained(message, max_qos, now) };
             self.out.pending.push_back(Pending { delivery, taken_at: now });
         }
         self.subscriptions.insert(key);
@@ -941,16 +932,7 @@ mod tests {
 
     fn delivery(topic: &str, qos: CoreQoS, tag: u64) -> Delivery {
         let origin = Origin { protocol: Protocol::Mqtt, session: SessionId(999), client_id: "m".into() };
-        Delivery {
-            message: Arc::new(Message::new(topic, "x", origin)),
-            qos,
-            retain: false,
-            tag,
-            subscription_id: None,
-            enqueued_at: Instant::now(),
-            ack: None,
-            redelivered: false,
-        }
+        Delivery { tag, ..Delivery::new(Arc::new(Message::new(topic, "x", origin)), qos, Instant::now()) }
     }
 
     fn transmitted(s: &mut ClientSession) -> Vec<SnMessage> {

@@ -105,16 +105,7 @@ impl Endpoint {
         let outbox = pull_point.outbox();
         let now = Instant::now();
         for message in messages {
-            let delivery = Delivery {
-                message: Arc::new(message),
-                qos: QoS::AtMostOnce,
-                retain: false,
-                tag: 0,
-                subscription_id: None,
-                enqueued_at: now,
-                ack: None,
-                redelivered: false,
-            };
+            let delivery = Delivery::new(Arc::new(message), QoS::AtMostOnce, now);
             if outbox.push(delivery) != PushOutcome::Queued {
                 counters.dropped(DropReason::OutboxFull, 1);
             }

@@ -13,7 +13,6 @@
 //!
 //! WS-N has no connection that could sit idle, so the idle scenario refuses it.
 
-mod base64;
 mod http;
 mod soap;
 mod topic;

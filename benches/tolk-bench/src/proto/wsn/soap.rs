@@ -16,7 +16,10 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::{Namespace, ResolveResult};
 use quick_xml::reader::NsReader;
 
-use super::{base64, topic};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use super::topic;
 
 /// Content type of SOAP 1.2 requests (RFC 3902).
 pub const CONTENT_TYPE: &str = "application/soap+xml; charset=utf-8";
@@ -41,7 +44,7 @@ pub fn notify(topic: &str, payload: &[u8]) -> String {
         r#"<wsnt:Notify><wsnt:NotificationMessage><wsnt:Topic Dialect="{}">{}</wsnt:Topic><wsnt:Message><tolk:Payload xmlns:tolk="{TOLK}" encoding="base64" contentType="application/octet-stream">{}</tolk:Payload></wsnt:Message></wsnt:NotificationMessage></wsnt:Notify>"#,
         topic::CONCRETE,
         topic::concrete(topic),
-        base64::encode(payload)
+        BASE64.encode(payload)
     ))
 }
 
@@ -128,7 +131,7 @@ fn message_content(reader: &mut NsReader<&[u8]>, source: &[u8]) -> Result<Bytes>
             Event::Start(e) if is(&resolved, &e, TOLK, "Payload") => {
                 let base64 = encoding_is_base64(&e)?;
                 let text = text_of(reader, &e)?;
-                if base64 { Bytes::from(base64::decode(&text)?) } else { Bytes::from(text) }
+                if base64 { Bytes::from(decode_base64(&text)?) } else { Bytes::from(text) }
             }
             Event::Empty(e) if is(&resolved, &e, TOLK, "Payload") => Bytes::new(),
             Event::Start(e) => {
@@ -145,6 +148,12 @@ fn message_content(reader: &mut NsReader<&[u8]>, source: &[u8]) -> Result<Bytes>
             bail!("wsnt:Message holds more than one element");
         }
     }
+}
+
+/// Decodes base64 text, skipping the whitespace XML Schema's `base64Binary` allows.
+fn decode_base64(text: &str) -> Result<Vec<u8>> {
+    let compact: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    BASE64.decode(compact).context("tolk:Payload is not valid base64")
 }
 
 /// Reads `encoding` of a `tolk:Payload`: `base64` or `text` (the default).
@@ -206,7 +215,7 @@ mod tests {
         format!(
             r#"<?xml version="1.0" encoding="UTF-8"?><soap:Envelope xmlns:soap="http://www.w3.org/2003/05/soap-envelope" xmlns:wsa="http://www.w3.org/2005/08/addressing" xmlns:wsnt="http://docs.oasis-open.org/wsn/b-2"><soap:Header><wsa:Action>http://docs.oasis-open.org/wsn/bw-2/NotificationConsumer/Notify</wsa:Action><wsa:To>http://127.0.0.1:9/c</wsa:To></soap:Header><soap:Body><wsnt:Notify><wsnt:NotificationMessage><wsnt:SubscriptionReference><wsa:Address>http://gw/wsn/subscriptions/abc</wsa:Address></wsnt:SubscriptionReference><wsnt:Topic xmlns:tns="urn:x" Dialect="http://docs.oasis-open.org/wsn/t-1/TopicExpression/Concrete">tns:{}</wsnt:Topic><wsnt:Message><tolk:Payload xmlns:tolk="urn:tolk:wsn:1" encoding="base64">{}</tolk:Payload></wsnt:Message></wsnt:NotificationMessage></wsnt:Notify></soap:Body></soap:Envelope>"#,
             topic::concrete(topic),
-            base64::encode(payload)
+            BASE64.encode(payload)
         )
     }
 
