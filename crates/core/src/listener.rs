@@ -100,7 +100,9 @@ async fn accept_loop<H: ConnectionHandler>(
         // Clones, not child tokens: nothing cancels one connection alone, and a child token
         // would cost every connection an allocation.
         let connection = Connection { stream, peer, shutdown: ctx.shutdown.clone(), router: ctx.router.clone() };
-        let span = info_span!("conn", %protocol, %peer);
+        // `client_id` is filled in by the protocol once the client names itself: one span per
+        // connection (a span is 40 bytes in every connection's task).
+        let span = info_span!("conn", %protocol, %peer, client_id = tracing::field::Empty);
         let open = metrics.connection_opened(protocol);
         span.in_scope(|| debug!("connection opened"));
         // The handler's future is mapped, not awaited inside an `async` block: a block would

@@ -45,13 +45,15 @@ impl AliasError {
 #[derive(Debug, Default)]
 pub struct InboundAliases {
     max: u16,
-    topics: HashMap<u16, String>,
+    /// Allocated on the first alias: most clients use none, and every connection holds a table.
+    #[expect(clippy::box_collection, reason = "an unused table costs 8 bytes boxed, 48 inline")]
+    topics: Option<Box<HashMap<u16, String>>>,
 }
 
 impl InboundAliases {
     /// A table accepting aliases `1..=max` (what we advertised in CONNACK).
     pub fn new(max: u16) -> Self {
-        InboundAliases { max, topics: HashMap::new() }
+        InboundAliases { max, topics: None }
     }
 
     /// The topic a PUBLISH is for: its own topic (recording the alias if it carries one), or
@@ -64,9 +66,9 @@ impl InboundAliases {
             return Err(AliasError::OutOfRange { alias, max: self.max });
         }
         if topic.is_empty() {
-            return self.topics.get(&alias).cloned().ok_or(AliasError::Unknown(alias));
+            return self.topics.as_ref().and_then(|t| t.get(&alias)).cloned().ok_or(AliasError::Unknown(alias));
         }
-        self.topics.insert(alias, topic.to_owned());
+        self.topics.get_or_insert_default().insert(alias, topic.to_owned());
         Ok(topic.to_owned())
     }
 }
@@ -75,7 +77,9 @@ impl InboundAliases {
 #[derive(Debug, Default)]
 pub struct OutboundAliases {
     max: u16,
-    by_topic: HashMap<String, NonZeroU16>,
+    /// Allocated on the first alias, like [`InboundAliases`]'s table.
+    #[expect(clippy::box_collection, reason = "an unused table costs 8 bytes boxed, 48 inline")]
+    by_topic: Option<Box<HashMap<String, NonZeroU16>>>,
 }
 
 /// How to send a topic.
@@ -92,18 +96,18 @@ pub enum OutboundTopic {
 impl OutboundAliases {
     /// A table of at most `max` aliases (0 = the client accepts none).
     pub fn new(max: u16) -> Self {
-        OutboundAliases { max, by_topic: HashMap::new() }
+        OutboundAliases { max, by_topic: None }
     }
 
     /// Decides how to send `topic`, defining a new alias while there is room.
     pub fn assign(&mut self, topic: &str) -> OutboundTopic {
-        if let Some(&alias) = self.by_topic.get(topic) {
+        if let Some(&alias) = self.by_topic.as_ref().and_then(|t| t.get(topic)) {
             return OutboundTopic::Use(alias);
         }
-        let next = self.by_topic.len() + 1;
+        let next = self.by_topic.as_ref().map_or(0, |t| t.len()) + 1;
         match u16::try_from(next).ok().filter(|n| *n <= self.max).and_then(NonZeroU16::new) {
             Some(alias) => {
-                self.by_topic.insert(topic.to_owned(), alias);
+                self.by_topic.get_or_insert_default().insert(topic.to_owned(), alias);
                 OutboundTopic::Define(alias)
             }
             None => OutboundTopic::Plain,
@@ -114,10 +118,11 @@ impl OutboundAliases {
     /// the next message on the topic defines it again.
     pub fn forget(&mut self, topic: &str) {
         // Only the most recent definition can be forgotten without leaving a gap.
-        if let Some(alias) = self.by_topic.get(topic)
-            && usize::from(alias.get()) == self.by_topic.len()
+        if let Some(table) = self.by_topic.as_mut()
+            && let Some(alias) = table.get(topic)
+            && usize::from(alias.get()) == table.len()
         {
-            self.by_topic.remove(topic);
+            table.remove(topic);
         }
     }
 }

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tolk_core::listener::Connection;
 use tolk_core::{CloseReason, Protocol, Router};
-use tracing::{Instrument, debug, info, info_span};
+use tracing::{debug, info};
 
 use crate::codec::{CONNACK_UNACCEPTABLE_PROTOCOL, CodecError, Packet, PacketCodec, Version, peek_version};
 use crate::config::MqttConfig;
@@ -85,8 +85,8 @@ pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = 
             Ok(connected) => connected,
             Err(reason) => return reason,
         };
-        let span = info_span!("mqtt", client_id = %connected.session.client_id());
-        serve(connected, shared).instrument(span).await
+        tracing::Span::current().record("client_id", tracing::field::display(connected.session.client_id()));
+        serve(connected, shared).await
     }
 }
 
