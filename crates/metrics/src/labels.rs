@@ -85,6 +85,9 @@ label_enum! {
         /// The subscriber's endpoint stayed unreachable (a WS-N push consumer that failed every
         /// attempt for its give-up time) and what was waiting for it was discarded with it.
         ConsumerUnreachable => "consumer_unreachable",
+        /// A datagram the kernel dropped because the receiving socket's buffer was full (an
+        /// MQTT-SN gateway falling behind); counted per datagram, whatever it carried.
+        ReceiveBufferFull => "receive_buffer_full",
     }
 }
 

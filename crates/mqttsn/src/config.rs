@@ -44,6 +44,11 @@ pub struct MqttSnConfig {
     /// datagrams are dropped (and counted); a message for a subscriber that would be bigger is
     /// dropped and counted as untranslatable. The default is the largest UDP/IPv4 payload.
     pub max_message_size_bytes: usize,
+    /// Kernel receive buffer asked for the gateway's UDP socket (`SO_RCVBUF`), in bytes; `0`
+    /// keeps the system default. Datagrams arriving while it is full are dropped by the kernel,
+    /// counted as `receive_buffer_full` and logged. Linux caps it at `net.core.rmem_max` (often
+    /// 208 KiB); the gateway warns when it got less than it asked for.
+    pub receive_buffer_bytes: usize,
     /// Messages kept for one sleeping client (MQTT-SN 1.2 §6.14) until it wakes up with a
     /// PINGREQ. At-most-once messages are buffered too. Beyond it, new messages for that client
     /// are dropped (counted as `queue_full`).
@@ -123,6 +128,7 @@ impl Default for MqttSnConfig {
             gateway_id: 1,
             max_clients: 10_000,
             max_message_size_bytes: default_max_message_size_bytes(),
+            receive_buffer_bytes: 1 << 20,
             max_buffered_per_sleeping_client: 100,
             max_subscriptions_per_client: 256,
             max_topic_ids: 10_000,

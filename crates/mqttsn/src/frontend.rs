@@ -6,9 +6,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::UdpSocket;
+use std::os::fd::AsRawFd;
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
-use tracing::{Instrument, info, info_span};
+use tracing::{Instrument, info, info_span, warn};
 
 use crate::config::MqttSnConfig;
 use crate::endpoint::{Endpoint, EndpointSettings};
@@ -16,6 +16,7 @@ use crate::gateway::{Gateway, Limits};
 use crate::persist::Persister;
 use crate::predefined::PredefinedCatalog;
 use crate::registry::{REGISTRY_FILE, TopicRegistry};
+use crate::socket;
 use crate::stats::GatewayStats;
 
 /// The MQTT-SN 1.2 gateway, speaking to the core directly (no second MQTT hop).
@@ -60,9 +61,20 @@ impl FrontEnd for MqttSnFrontEnd {
             })?;
             let registry_path = ctx.data_dir.join(REGISTRY_FILE);
             let registry = TopicRegistry::load(&registry_path, config.max_topic_ids)?;
-            let socket = UdpSocket::bind(config.bind).await.map_err(|e| {
+            let (socket, granted) = socket::bind(config.bind, config.receive_buffer_bytes).map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot listen for mqttsn on udp {}: {e}", config.bind))
             })?;
+            if granted < config.receive_buffer_bytes {
+                warn!(
+                    asked = config.receive_buffer_bytes,
+                    granted,
+                    "the kernel granted a smaller MQTT-SN receive buffer than receive_buffer_bytes; \
+                     raise net.core.rmem_max to allow it"
+                );
+            }
+            if let Some(drops) = socket::KernelDrops::for_socket(socket.as_raw_fd()) {
+                ctx.tracker.spawn(socket::count_drops(drops, ctx.router.metrics().clone(), ctx.shutdown.clone()));
+            }
             if config.advertise.enabled {
                 socket.set_broadcast(true)?;
             }

@@ -28,6 +28,7 @@ mod persist;
 mod predefined;
 mod registry;
 mod session;
+mod socket;
 mod stats;
 /// Public so that the translation benchmarks (`benches/benches/translation.rs`) can measure
 /// PUBLISH ↔ core message; the broker itself uses it only through its sessions.
