@@ -3,6 +3,7 @@
 //! outbox batches, the keep-alive timer, takeover and shutdown. Everything queued in a round is
 //! written, then flushed once.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -99,6 +100,90 @@ struct Connected {
     conn: u64,
     /// Fires when another connection takes the client id over.
     kicked: tokio::sync::oneshot::Receiver<()>,
+    /// Packets read while held back; only while there are some.
+    held: Option<Box<Held>>,
+}
+
+/// Packets read while a subscriber of this client's messages is full, waiting in order.
+#[derive(Default)]
+struct Held {
+    packets: VecDeque<Packet>,
+    bytes: usize,
+}
+
+/// Most packets, and most PUBLISH bytes, held for one connection before it is no longer read.
+const MAX_HELD_PACKETS: usize = 64;
+const MAX_HELD_BYTES: usize = 64 * 1024;
+
+impl Held {
+    fn push(&mut self, packet: Packet) {
+        if let Packet::Publish(p) = &packet {
+            self.bytes += p.payload.len() + p.topic.len();
+        }
+        self.packets.push_back(packet);
+    }
+
+    fn pop(&mut self) -> Option<Packet> {
+        let packet = self.packets.pop_front()?;
+        if let Packet::Publish(p) = &packet {
+            self.bytes -= p.payload.len() + p.topic.len();
+        }
+        Some(packet)
+    }
+
+    fn is_full(&self) -> bool {
+        self.packets.len() >= MAX_HELD_PACKETS || self.bytes >= MAX_HELD_BYTES
+    }
+}
+
+/// The client's acknowledgements of its deliveries, and its pings: handled even while its
+/// PUBLISHes are held back, because when the full subscriber is this very client, they are
+/// what frees it. Anything else waits behind held packets, in order.
+fn handled_while_held(packet: &Packet) -> bool {
+    matches!(
+        packet,
+        Packet::PublishAck(_) | Packet::PublishReceived(_) | Packet::PublishComplete(_) | Packet::PingRequest
+    )
+}
+
+/// Decodes and handles what has been read. While a subscriber of this client's messages is
+/// full, PUBLISHes (and everything after the first packet held) wait in `held`, up to its
+/// limits; then decoding, and reading, stop until the congestion is relieved.
+fn handle_input(session: &mut MqttSession, rbuf: &mut BytesMut, held: &mut Option<Box<Held>>) -> Result<(), End> {
+    loop {
+        if held.is_some() {
+            while !session.state().core.is_congesting()
+                && let Some(packet) = held.as_mut().and_then(|h| h.pop())
+            {
+                handle_one(session, packet)?;
+            }
+            if held.as_ref().is_some_and(|h| h.packets.is_empty()) {
+                *held = None;
+            }
+        }
+        let holding = held.is_some() || session.state().core.is_congesting();
+        if holding && held.as_ref().is_some_and(|h| h.is_full()) {
+            return Ok(());
+        }
+        let packet = match session.decode(rbuf) {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(()),
+            Err(close) => return Err(closed(close)),
+        };
+        if holding && !handled_while_held(&packet) {
+            held.get_or_insert_default().push(packet);
+        } else {
+            handle_one(session, packet)?;
+        }
+    }
+}
+
+fn handle_one(session: &mut MqttSession, packet: Packet) -> Result<(), End> {
+    match session.handle(packet, Instant::now()) {
+        Ok(Flow::Continue) => Ok(()),
+        Ok(Flow::Disconnect { will }) => Err(End { reason: CloseReason::ClientClosed, will, code: None }),
+        Err(close) => Err(closed(close)),
+    }
 }
 
 /// Reads and answers the CONNECT within the connect timeout.
@@ -115,7 +200,9 @@ async fn connect(shared: Arc<Shared>, connection: Connection) -> Result<Box<Conn
         _ = shutdown.cancelled() => Err(Refused(CloseReason::Shutdown, String::new())),
     };
     match handshake {
-        Ok((session, claim)) => Ok(Box::new(Connected { io, session, conn: claim.conn, kicked: claim.kicked })),
+        Ok((session, claim)) => {
+            Ok(Box::new(Connected { io, session, conn: claim.conn, kicked: claim.kicked, held: None }))
+        }
         Err(Refused(reason, detail)) => {
             if !detail.is_empty() {
                 info!(%reason, detail, "connection refused");
@@ -256,7 +343,7 @@ struct End {
 const READ_CHUNK: usize = 4096;
 
 async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReason {
-    let Connected { io, session, kicked, .. } = &mut *connected;
+    let Connected { io, session, kicked, held, .. } = &mut *connected;
     let mut batch = Vec::new();
     let mut last_heard = tokio::time::Instant::now();
     let keep_alive = session.keep_alive_timeout();
@@ -264,21 +351,8 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
     // heard meanwhile): cheaper than a new timer per round, and small in the task.
     let mut keep_alive_timer = keep_alive.map(|t| Box::pin(tokio::time::sleep_until(last_heard + t)));
     let end = 'conn: loop {
-        // Packets already read are handled only while no subscriber of this client's messages
-        // is full; otherwise they wait in the read buffer until the congestion is relieved.
-        while !session.state().core.is_congesting() {
-            let packet = match session.decode(&mut io.rbuf) {
-                Ok(Some(p)) => p,
-                Ok(None) => break,
-                Err(close) => break 'conn closed(close),
-            };
-            match session.handle(packet, Instant::now()) {
-                Ok(Flow::Continue) => {}
-                Ok(Flow::Disconnect { will }) => {
-                    break 'conn End { reason: CloseReason::ClientClosed, will, code: None };
-                }
-                Err(close) => break 'conn closed(close),
-            }
+        if let Err(end) = handle_input(session, &mut io.rbuf, held) {
+            break 'conn end;
         }
         if io.rbuf.is_empty() && io.rbuf.capacity() > 0 {
             io.rbuf = BytesMut::new();
@@ -294,6 +368,9 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
         }
         let free = if session.has_pending() { 0 } else { session.free_window().min(BATCH) };
         let congested = session.state().core.is_congesting();
+        // Not read while as much is held as may be: TCP then slows the publisher down
+        // instead of the subscriber being dropped.
+        let reading = !held.as_ref().is_some_and(|h| h.is_full());
         let core = &session.state().core;
         tokio::select! {
             biased;
@@ -303,11 +380,9 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
             _ = &mut *kicked => {
                 break End { reason: CloseReason::SessionTakenOver, will: true, code: Some(Dis::SessionTakenOver) };
             }
-            // Not read while a subscriber of this client's messages is full: TCP then slows
-            // the publisher down instead of the subscriber being dropped.
             // Waits for readability without holding a buffer; one is allocated only when
             // bytes are there, and released again once they are all decoded.
-            ready = std::future::poll_fn(|cx| io.stream.poll_read_ready(cx)), if !congested => {
+            ready = std::future::poll_fn(|cx| io.stream.poll_read_ready(cx)), if reading => {
                 if ready.is_err() {
                     break End { reason: CloseReason::IoError, will: true, code: None };
                 }
@@ -332,10 +407,10 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
             }
             // Boxed when polled: congestion is rare, and its wait should not size every task.
             () = async { Box::pin(core.relieve_congestion()).await }, if congested => {
-                // The client was not read meanwhile; that silence is not its own.
+                // The client may not have been read meanwhile; that silence is not its own.
                 last_heard = tokio::time::Instant::now();
             }
-            () = fired(&mut keep_alive_timer), if !congested => {
+            () = fired(&mut keep_alive_timer), if reading => {
                 let (Some(timeout), Some(timer)) = (keep_alive, keep_alive_timer.as_mut()) else { continue };
                 let deadline = last_heard + timeout;
                 if deadline <= tokio::time::Instant::now() {

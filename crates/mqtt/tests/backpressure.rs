@@ -57,3 +57,45 @@ async fn a_fast_qos1_publisher_is_held_back_and_the_slow_subscriber_gets_everyth
     drop(sender.await.unwrap());
     broker.stop().await;
 }
+
+/// A client subscribed at QoS 1 to the topic it publishes to at QoS 1 is its own slow
+/// subscriber: its outbox fills while its deliveries wait for its PUBACKs. Those PUBACKs must
+/// still be read while its PUBLISHes are held back, or the connection deadlocks until it is
+/// closed as a slow consumer.
+#[tokio::test]
+async fn a_client_publishing_to_its_own_subscription_is_not_deadlocked() {
+    let router =
+        RouterConfig { outbox_capacity: 8, slow_consumer_grace: Duration::from_secs(2), ..RouterConfig::default() };
+    let broker = start_with(config(), router).await;
+    let mut options = MqttOptions::new("echo", "127.0.0.1", broker.port);
+    options.set_inflight(100);
+    let (client, mut eventloop) = AsyncClient::new(options, 1000);
+    client.subscribe("echo/t", QoS::AtLeastOnce).await.unwrap();
+    loop {
+        let event = tokio::time::timeout(WAIT, eventloop.poll()).await.expect("suback in time").unwrap();
+        if let Event::Incoming(Packet::SubAck(_)) = event {
+            break;
+        }
+    }
+    let sender = tokio::spawn(async move {
+        for n in 0..MESSAGES {
+            client.publish("echo/t", QoS::AtLeastOnce, false, (n as u32).to_be_bytes().to_vec()).await.unwrap();
+        }
+        client
+    });
+    let mut received = Vec::with_capacity(MESSAGES);
+    while received.len() < MESSAGES {
+        let event = tokio::time::timeout(WAIT, eventloop.poll())
+            .await
+            .expect("a message in time")
+            .unwrap_or_else(|e| panic!("connection lost after {} messages: {e}", received.len()));
+        if let Event::Incoming(Packet::Publish(p)) = event {
+            received.push(u32::from_be_bytes(p.payload[..4].try_into().unwrap()));
+        }
+    }
+    assert_eq!(received, (0..MESSAGES as u32).collect::<Vec<_>>(), "every message, once, in order");
+    let counters = broker.metrics().protocol(Protocol::Mqtt);
+    assert_eq!(counters.closed_count(CloseReason::SlowConsumer), 0, "not dropped as a slow consumer");
+    drop(sender.await.unwrap());
+    broker.stop().await;
+}
