@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod frontend;
+pub mod hold;
 pub mod listener;
 mod message;
 mod outbox;

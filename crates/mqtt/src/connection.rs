@@ -3,7 +3,6 @@
 //! outbox batches, the keep-alive timer, takeover and shutdown. Everything queued in a round is
 //! written, then flushed once.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +12,7 @@ use rmqtt_codec::v5::{self, ConnectAckReason, DisconnectReasonCode as Dis};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
+use tolk_core::hold::{self, Held, HeldInput};
 use tolk_core::listener::Connection;
 use tolk_core::{CloseReason, Protocol, Router};
 use tracing::{debug, info};
@@ -101,88 +101,49 @@ struct Connected {
     /// Fires when another connection takes the client id over.
     kicked: tokio::sync::oneshot::Receiver<()>,
     /// Packets read while held back; only while there are some.
-    held: Option<Box<Held>>,
+    held: Option<Box<Held<Packet>>>,
 }
 
-/// Packets read while a subscriber of this client's messages is full, waiting in order.
-#[derive(Default)]
-struct Held {
-    packets: VecDeque<Packet>,
-    bytes: usize,
+/// A connection's read input, driven by [`hold::handle_input`]: while a subscriber of this
+/// client's messages is full, PUBLISHes wait and acknowledgements still pass.
+struct Input<'a> {
+    session: &'a mut MqttSession,
+    rbuf: &'a mut BytesMut,
 }
 
-/// Most packets, and most PUBLISH bytes, held for one connection before it is no longer read.
-const MAX_HELD_PACKETS: usize = 64;
-const MAX_HELD_BYTES: usize = 64 * 1024;
+impl HeldInput for Input<'_> {
+    type Frame = Packet;
+    type Error = End;
 
-impl Held {
-    fn push(&mut self, packet: Packet) {
-        if let Packet::Publish(p) = &packet {
-            self.bytes += p.payload.len() + p.topic.len();
-        }
-        self.packets.push_back(packet);
+    fn is_congesting(&self) -> bool {
+        self.session.state().core.is_congesting()
     }
 
-    fn pop(&mut self) -> Option<Packet> {
-        let packet = self.packets.pop_front()?;
-        if let Packet::Publish(p) = &packet {
-            self.bytes -= p.payload.len() + p.topic.len();
-        }
-        Some(packet)
+    fn decode(&mut self) -> Result<Option<Packet>, End> {
+        self.session.decode(self.rbuf).map_err(closed)
     }
 
-    fn is_full(&self) -> bool {
-        self.packets.len() >= MAX_HELD_PACKETS || self.bytes >= MAX_HELD_BYTES
-    }
-}
-
-/// The client's acknowledgements of its deliveries, and its pings: handled even while its
-/// PUBLISHes are held back, because when the full subscriber is this very client, they are
-/// what frees it. Anything else waits behind held packets, in order.
-fn handled_while_held(packet: &Packet) -> bool {
-    matches!(
-        packet,
-        Packet::PublishAck(_) | Packet::PublishReceived(_) | Packet::PublishComplete(_) | Packet::PingRequest
-    )
-}
-
-/// Decodes and handles what has been read. While a subscriber of this client's messages is
-/// full, PUBLISHes (and everything after the first packet held) wait in `held`, up to its
-/// limits; then decoding, and reading, stop until the congestion is relieved.
-fn handle_input(session: &mut MqttSession, rbuf: &mut BytesMut, held: &mut Option<Box<Held>>) -> Result<(), End> {
-    loop {
-        if held.is_some() {
-            while !session.state().core.is_congesting()
-                && let Some(packet) = held.as_mut().and_then(|h| h.pop())
-            {
-                handle_one(session, packet)?;
-            }
-            if held.as_ref().is_some_and(|h| h.packets.is_empty()) {
-                *held = None;
-            }
-        }
-        let holding = held.is_some() || session.state().core.is_congesting();
-        if holding && held.as_ref().is_some_and(|h| h.is_full()) {
-            return Ok(());
-        }
-        let packet = match session.decode(rbuf) {
-            Ok(Some(p)) => p,
-            Ok(None) => return Ok(()),
-            Err(close) => return Err(closed(close)),
-        };
-        if holding && !handled_while_held(&packet) {
-            held.get_or_insert_default().push(packet);
-        } else {
-            handle_one(session, packet)?;
+    fn handle(&mut self, packet: Packet) -> Result<(), End> {
+        match self.session.handle(packet, Instant::now()) {
+            Ok(Flow::Continue) => Ok(()),
+            Ok(Flow::Disconnect { will }) => Err(End { reason: CloseReason::ClientClosed, will, code: None }),
+            Err(close) => Err(closed(close)),
         }
     }
-}
 
-fn handle_one(session: &mut MqttSession, packet: Packet) -> Result<(), End> {
-    match session.handle(packet, Instant::now()) {
-        Ok(Flow::Continue) => Ok(()),
-        Ok(Flow::Disconnect { will }) => Err(End { reason: CloseReason::ClientClosed, will, code: None }),
-        Err(close) => Err(closed(close)),
+    /// The client's acknowledgements of its deliveries, and its pings.
+    fn passes_hold(packet: &Packet) -> bool {
+        matches!(
+            packet,
+            Packet::PublishAck(_) | Packet::PublishReceived(_) | Packet::PublishComplete(_) | Packet::PingRequest
+        )
+    }
+
+    fn size_of(packet: &Packet) -> usize {
+        match packet {
+            Packet::Publish(p) => p.payload.len() + p.topic.len(),
+            _ => 0,
+        }
     }
 }
 
@@ -351,7 +312,7 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
     // heard meanwhile): cheaper than a new timer per round, and small in the task.
     let mut keep_alive_timer = keep_alive.map(|t| Box::pin(tokio::time::sleep_until(last_heard + t)));
     let end = 'conn: loop {
-        if let Err(end) = handle_input(session, &mut io.rbuf, held) {
+        if let Err(end) = hold::handle_input(&mut Input { session, rbuf: &mut io.rbuf }, held) {
             break 'conn end;
         }
         if io.rbuf.is_empty() && io.rbuf.capacity() > 0 {
@@ -370,7 +331,7 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
         let congested = session.state().core.is_congesting();
         // Not read while as much is held as may be: TCP then slows the publisher down
         // instead of the subscriber being dropped.
-        let reading = !held.as_ref().is_some_and(|h| h.is_full());
+        let reading = hold::may_read(held);
         let core = &session.state().core;
         tokio::select! {
             biased;

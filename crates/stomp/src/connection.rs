@@ -11,11 +11,12 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use stomp_codec::{Decoded, Decoder};
+use stomp_codec::{Command, Decoded, Decoder, Frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::time::{sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
+use tolk_core::hold::{self, Held, HeldInput};
 use tolk_core::listener::Connection;
 use tolk_core::{CloseReason, Protocol, frontend::record_delivery};
 use tracing::debug;
@@ -49,6 +50,7 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
     let mut input = BytesMut::new();
     let mut batch = Vec::with_capacity(BATCH);
     let mut written: Vec<Written> = Vec::new();
+    let mut held = None;
 
     // One timer for the connection's life, moved to each new deadline: a deadline that only
     // moves later (heart-beats) costs an atomic store, not a timer-wheel insertion per event.
@@ -61,13 +63,15 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
         if input.is_empty() && input.capacity() > 0 {
             input = BytesMut::new();
         }
-        // While a subscriber of this client's messages is full, stop reading: TCP then slows
-        // the publisher down instead of the subscriber being dropped.
+        // While a subscriber of this client's messages is full, its SENDs are held back (ACKs
+        // still pass); once as much is held as may be, reading stops: TCP then slows the
+        // publisher down instead of the subscriber being dropped.
         let congested = session.core().is_congesting();
+        let reading = hold::may_read(&held);
         let step = tokio::select! {
             _ = shutdown.cancelled() => Err(session.handle_shutdown()),
             // Waits for readability without a buffer; one is allocated only when bytes are there.
-            read = read_some(&reader, &mut input), if !congested => match read {
+            read = read_some(&reader, &mut input), if reading => match read {
                 Ok(None) => Ok(()),
                 Ok(Some(0)) if input.is_empty() => return CloseReason::ClientClosed,
                 Ok(Some(0)) => {
@@ -76,7 +80,7 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
                 }
                 Ok(Some(_)) => {
                     session.note_read(Instant::now());
-                    decode_input(&mut decoder, &mut input, &mut session)
+                    decode_input(&mut decoder, &mut input, &mut session, &mut held)
                 }
                 Err(e) => {
                     debug!(error = %e, "read failed");
@@ -93,10 +97,10 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
             },
             () = session.core().relieve_congestion(), if congested => {
                 session.note_read(Instant::now());
-                decode_input(&mut decoder, &mut input, &mut session)
+                decode_input(&mut decoder, &mut input, &mut session, &mut held)
             }
             () = timer.as_mut(), if deadline.is_some() => {
-                if congested {
+                if !reading {
                     // Not read meanwhile: the silence is the broker's, not the client's.
                     session.note_read(Instant::now());
                 }
@@ -149,26 +153,64 @@ async fn read_some(reader: &OwnedReadHalf, input: &mut BytesMut) -> std::io::Res
     }
 }
 
-/// Hands every complete frame in `input` to the session; stops at the first that ends it, and
-/// while a subscriber of this client's messages is full (the rest waits in `input`).
-fn decode_input(decoder: &mut Decoder, input: &mut BytesMut, session: &mut StompSession) -> Result<(), CloseReason> {
-    while !session.core().is_congesting() {
-        match decoder.decode(input) {
-            Ok(None) => return Ok(()),
-            Ok(Some(Decoded::HeartBeat)) => {}
-            Ok(Some(Decoded::Frame(frame))) => {
-                session.handle_frame(frame, Now::current())?;
-                if decoder.version().is_none()
-                    && let Some(version) = session.version()
-                {
-                    // Escapes apply from the frame after CONNECT on.
-                    decoder.set_version(version);
-                }
+/// Hands every complete frame in `input` to the session, holding SENDs back while a
+/// subscriber of this client's messages is full (see [`hold`]); stops at the first frame
+/// that ends the connection.
+fn decode_input(
+    decoder: &mut Decoder,
+    input: &mut BytesMut,
+    session: &mut StompSession,
+    held: &mut Option<Box<Held<Frame>>>,
+) -> Result<(), CloseReason> {
+    hold::handle_input(&mut Input { decoder, input, session }, held)
+}
+
+/// A connection's read input, as [`hold::handle_input`] drives it.
+struct Input<'a> {
+    decoder: &'a mut Decoder,
+    input: &'a mut BytesMut,
+    session: &'a mut StompSession,
+}
+
+impl HeldInput for Input<'_> {
+    type Frame = Frame;
+    type Error = CloseReason;
+
+    fn is_congesting(&self) -> bool {
+        self.session.core().is_congesting()
+    }
+
+    fn decode(&mut self) -> Result<Option<Frame>, CloseReason> {
+        loop {
+            match self.decoder.decode(self.input) {
+                Ok(None) => return Ok(None),
+                Ok(Some(Decoded::HeartBeat)) => {}
+                Ok(Some(Decoded::Frame(frame))) => return Ok(Some(frame)),
+                Err(e) => return Err(self.session.handle_decode_error(e)),
             }
-            Err(e) => return Err(session.handle_decode_error(e)),
         }
     }
-    Ok(())
+
+    fn handle(&mut self, frame: Frame) -> Result<(), CloseReason> {
+        self.session.handle_frame(frame, Now::current())?;
+        if self.decoder.version().is_none()
+            && let Some(version) = self.session.version()
+        {
+            // Escapes apply from the frame after CONNECT on.
+            self.decoder.set_version(version);
+        }
+        Ok(())
+    }
+
+    /// ACK and NACK settle this client's deliveries: the way out when it is its own slow
+    /// subscriber.
+    fn passes_hold(frame: &Frame) -> bool {
+        matches!(frame.command, Command::Ack | Command::Nack)
+    }
+
+    fn size_of(frame: &Frame) -> usize {
+        frame.body.len()
+    }
 }
 
 /// Half-closes, then reads and discards until the client closes, for at most [`LINGER`].

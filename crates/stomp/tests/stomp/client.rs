@@ -77,6 +77,8 @@ impl Client {
     /// A TCP connection that has not sent CONNECT.
     pub async fn open(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).await.expect("connect");
+        // Frames are written one by one; Nagle would hold each behind the previous one's ACK.
+        stream.set_nodelay(true).expect("nodelay");
         let limits = Limits { max_frame_size: 64 * 1024 * 1024, ..Limits::default() };
         Client { stream, decoder: Decoder::new(limits), encoder: Encoder::new(), buf: BytesMut::new(), next_receipt: 0 }
     }

@@ -1,6 +1,7 @@
 //! The STOMP front end over real sockets: an in-process broker on an ephemeral port and a
 //! raw-socket test client built on the codec. One test binary, one module per area.
 
+mod backpressure;
 mod client;
 mod heartbeat;
 mod malformed;
