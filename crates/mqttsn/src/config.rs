@@ -47,7 +47,7 @@ pub struct MqttSnConfig {
     /// Kernel receive buffer asked for the gateway's UDP socket (`SO_RCVBUF`), in bytes; `0`
     /// keeps the system default. Datagrams arriving while it is full are dropped by the kernel,
     /// counted as `receive_buffer_full` and logged. Linux caps it at `net.core.rmem_max` (often
-    /// 208 KiB); the gateway warns when it got less than it asked for.
+    /// 208 KiB); the gateway says at start (info) when it got less than it asked for.
     pub receive_buffer_bytes: usize,
     /// Messages kept for one sleeping client (MQTT-SN 1.2 §6.14) until it wakes up with a
     /// PINGREQ. At-most-once messages are buffered too. Beyond it, new messages for that client
