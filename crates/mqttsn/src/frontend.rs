@@ -4,9 +4,9 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use std::os::fd::AsRawFd;
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
 use tracing::{Instrument, info, info_span};
 
