@@ -283,10 +283,20 @@ def test_okse_subscribe_and_notify_with_namespaced_topics(broker, consumer):
 
 
 def test_faults_are_soap_faults(broker):
+    # Not SOAP at all: 400 (with a fault body); every SOAP fault is 500, in SOAP 1.2 too.
     r = post11(endpoint(broker), "not xml")
-    assert r.status_code == 500
+    assert r.status_code == 400
     assert "soap:Client" in r.text
     unknown = """<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><ns2:Unsubscribe xmlns:ns2="http://docs.oasis-open.org/wsn/b-2"/></s:Body></s:Envelope>"""
     r = post11(endpoint(broker, "/wsn/subscriptions/does-not-exist"), unknown)
     assert r.status_code == 500
     assert "ResourceUnknownFault" in r.text
+    unknown12 = unknown.replace("http://schemas.xmlsoap.org/soap/envelope/", "http://www.w3.org/2003/05/soap-envelope")
+    r = requests.post(
+        endpoint(broker, "/wsn/subscriptions/does-not-exist"),
+        data=unknown12.encode(),
+        headers={"Content-Type": "application/soap+xml; charset=utf-8"},
+        timeout=TIMEOUT,
+    )
+    assert r.status_code == 500, "CXF reads typed SOAP 1.2 faults only from a 500"
+    assert "soap:Sender" in r.text and "ResourceUnknownFault" in r.text

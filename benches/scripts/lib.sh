@@ -114,15 +114,38 @@ CONF
     wait_port "$PORT" "$BROKER_PID" "$WORK/mosquitto.log"
 }
 
-# Starts tolk with its documented defaults, every listener moved to a free loopback port, quiet
-# logs and a private data directory. Sets BROKER_PID, TOLK_PORTS[section] for every listener,
-# and PORT to the MQTT port (empty without an MQTT listener).
+# Settings that start_tolk changes from the defaults, as TOLK_SET[section.key]=value (a TOML
+# value, quoted if it is a string); a key the default file does not show is added to its section.
+declare -A TOLK_SET=()
+
+# Prints the TOLK_SET entries of section $1 not yet written, and marks them written.
+tolk_set_pending() {
+    local key
+    for key in "${!TOLK_SET[@]}"; do
+        if [[ ${key%.*} == "$1" && -z ${TOLK_SET_DONE[$key]:-} ]]; then
+            printf '%s = %s\n' "${key##*.}" "${TOLK_SET[$key]}"
+            TOLK_SET_DONE[$key]=1
+        fi
+    done
+}
+
+# Starts tolk with its documented defaults (but for TOLK_SET), every listener moved to a free
+# loopback port, quiet logs and a private data directory. Sets BROKER_PID, TOLK_PORTS[section]
+# for every listener, and PORT to the MQTT port (empty without an MQTT listener).
 start_tolk() {
-    local section= line
+    local section= line key
+    declare -gA TOLK_SET_DONE=()
     TOLK_PORTS=()
     while IFS= read -r line; do
-        if [[ $line =~ ^\[([a-z_-]+)\] ]]; then section=${BASH_REMATCH[1]}; fi
-        if [[ $line =~ ^bind\ *= ]]; then
+        if [[ $line =~ ^\[([a-z_.-]+)\] ]]; then
+            tolk_set_pending "$section"
+            section=${BASH_REMATCH[1]}
+        fi
+        key=$section.${line%%[ =]*}
+        if [[ -n $section && $line =~ ^[a-z_]+\ *= && -n ${TOLK_SET[$key]:-} ]]; then
+            line="${line%%[ =]*} = ${TOLK_SET[$key]}"
+            TOLK_SET_DONE[$key]=1
+        elif [[ $line =~ ^bind\ *= ]]; then
             free_port
             line="bind = \"127.0.0.1:$FREE_PORT\""
             TOLK_PORTS[$section]=$FREE_PORT
@@ -132,7 +155,13 @@ start_tolk() {
             line='level = "warn"'
         fi
         printf '%s\n' "$line"
-    done < <("$TOLK" --print-default-config) >"$WORK/tolk.toml"
+    done < <("$TOLK" --print-default-config; echo) >"$WORK/tolk.toml"
+    tolk_set_pending "$section" >>"$WORK/tolk.toml"
+    for key in "${!TOLK_SET[@]}"; do
+        if [[ -z ${TOLK_SET_DONE[$key]:-} ]]; then
+            printf '[%s]\n%s = %s\n' "${key%.*}" "${key##*.}" "${TOLK_SET[$key]}" >>"$WORK/tolk.toml"
+        fi
+    done
     PORT=${TOLK_PORTS[mqtt]:-}
     "$TOLK" --config "$WORK/tolk.toml" >"$WORK/tolk.log" 2>&1 &
     BROKER_PID=$!

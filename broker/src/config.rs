@@ -95,11 +95,31 @@ pub struct HttpConfig {
     pub enabled: bool,
     /// Address and port.
     pub bind: SocketAddr,
+    /// Most HTTP connections open at once (metrics scrapers, WS-N clients and consumers'
+    /// callbacks); more are accepted and closed at once.
+    pub max_connections: usize,
+    /// Most HTTP connections open at once from one IP address.
+    pub max_connections_per_address: usize,
+    /// Time a client has to send a request's headers, counted from when the connection is
+    /// ready for the next request: an idle keep-alive connection is closed after it too, so
+    /// idle sockets cannot use up the file descriptors that every protocol needs.
+    #[serde(with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// Time a whole request may take, body and answer included, e.g. "60s".
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        HttpConfig { enabled: true, bind: SocketAddr::from(([0, 0, 0, 0], 8080)) }
+        HttpConfig {
+            enabled: true,
+            bind: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            max_connections: 1024,
+            max_connections_per_address: 64,
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+        }
     }
 }
 
@@ -123,11 +143,32 @@ impl Config {
         let core = &self.core;
         for (field, value) in [
             ("core.outbox_capacity", core.outbox_capacity),
+            ("core.outbox_max_bytes", core.outbox_max_bytes),
+            ("core.offline_max_bytes", core.offline_max_bytes),
             ("core.queue_max_length", core.queue_max_length),
+            ("core.queue_max_bytes", core.queue_max_bytes),
             ("core.consumer_credit", core.consumer_credit),
+            ("core.memory_budget_bytes", core.memory_budget_bytes),
+            ("core.max_topic_levels", core.max_topic_levels),
+            ("core.max_topic_bytes", core.max_topic_bytes),
+            ("mqtt.max_connections_per_address", self.mqtt.max_connections_per_address),
+            ("stomp.max_connections_per_address", self.stomp.max_connections_per_address),
+            ("amqp.max_connections_per_address", self.amqp.max_connections_per_address),
+            ("http.max_connections", self.http.max_connections),
+            ("http.max_connections_per_address", self.http.max_connections_per_address),
         ] {
             if value == 0 {
                 bail!("{field}: must be at least 1");
+            }
+        }
+        if core.max_topic_bytes > tolk_core::topic::MAX_TOPIC_LEN {
+            bail!("core.max_topic_bytes: at most {} (MQTT's own limit)", tolk_core::topic::MAX_TOPIC_LEN);
+        }
+        for (field, value) in
+            [("http.header_timeout", self.http.header_timeout), ("http.request_timeout", self.http.request_timeout)]
+        {
+            if value.is_zero() {
+                bail!("{field}: must be longer than 0");
             }
         }
         self.mqttsn.validate()?;

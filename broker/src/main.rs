@@ -97,7 +97,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if config.http.enabled {
         let wsn = tolk_wsn::WsnFrontEnd::new(config.wsn.clone());
         let app = http::routes(metrics.clone()).merge(wsn.routes(ctx.clone()));
-        let addr = http::serve(config.http.bind, app, ctx.shutdown.clone(), &ctx.tracker).await?;
+        let addr = http::serve(&config.http, app, metrics.clone(), ctx.shutdown.clone(), &ctx.tracker).await?;
+        wsn.listening_on(addr);
         info!(listener = "http", address = %addr, "listening");
     }
     info!(version = env!("CARGO_PKG_VERSION"), "tolk ready");

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::proto::Target;
+use crate::scenario::attack::Attack;
 
 /// Load generator for tolk and peer brokers.
 ///
@@ -39,6 +40,13 @@ pub enum Command {
     /// The OKSE burst for every (publisher protocol, subscriber protocol) pair of one broker's
     /// listeners; prints the matrix of median burst times.
     BurstMatrix(MatrixArgs),
+    /// A memory attack: large messages the broker would have to hold for a client that does
+    /// not take them; the broker's peak RSS (VmHWM) afterwards, and what it acknowledged,
+    /// refused and kept.
+    Attack(AttackArgs),
+    /// Store many retained messages, run a steady probe pair, and have a new client subscribe
+    /// to `#`: the probe's latency before, during and after the retained flood.
+    RetainedStall(StallArgs),
     /// Print a Markdown table comparing the JSON reports in a directory, candidate/baseline.
     Compare(CompareArgs),
 }
@@ -144,6 +152,126 @@ pub struct MatrixArgs {
     /// --json receives the list of all reports.
     #[command(flatten)]
     pub load: LoadArgs,
+}
+
+/// Options of `attack`.
+#[derive(Debug, Clone, Args)]
+pub struct AttackArgs {
+    /// Which attack.
+    #[arg(value_enum)]
+    pub attack: Attack,
+
+    /// Broker to attack: mqtt:// for retained, offline-session and stalled-reader, amqp:// for
+    /// amqp-queue, wsn://host:port/path for wsn-pull-point.
+    #[arg(long)]
+    pub target: Target,
+
+    /// Pid of the running broker, for its memory (VmRSS, VmHWM).
+    #[arg(long)]
+    pub broker_pid: Option<u32>,
+
+    /// Messages to offer. Default: 2,000 for retained (each on its own topic), 500 for
+    /// wsn-pull-point, 1,000 for the others.
+    #[arg(long)]
+    pub messages: Option<u64>,
+
+    /// Bytes per message. The default, 1,048,000, is the largest round figure under 1 MiB
+    /// that tolk's default limits let through with its headers: an MQTT packet of at most
+    /// 1 MiB, a WS-N request body of at most 1 MiB (where it is the size of the whole Notify,
+    /// whose message is one XML element).
+    #[arg(long, default_value_t = 1_048_000)]
+    pub payload: usize,
+
+    /// stalled-reader: QoS of the subscription and of the publisher (the other MQTT attacks
+    /// use QoS 1, AMQP persistent messages with confirms, WS-N has none to choose).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub qos: u8,
+
+    /// A Prometheus page of the broker (tolk's `http://host:port/metrics`) to read when the
+    /// attack is over, before the read-back: its non-zero memory, drop and close figures go
+    /// into the report.
+    #[arg(long)]
+    pub metrics_url: Option<String>,
+
+    /// How long a read-back waits for one more message before it counts the rest as not
+    /// kept, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub drain_ms: u64,
+
+    /// Name of the broker in the report (e.g. tolk, mosquitto).
+    #[arg(long, default_value = "broker")]
+    pub label: String,
+
+    /// Row name; defaults to the attack, plus the QoS for stalled-reader.
+    #[arg(long)]
+    pub case: Option<String>,
+
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Append the report's row to this Markdown table (the header is written first when the
+    /// file is new).
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+}
+
+/// Options of `retained-stall`.
+#[derive(Debug, Clone, Args)]
+pub struct StallArgs {
+    /// MQTT broker, as mqtt://host:port.
+    #[arg(long, default_value = "mqtt://127.0.0.1:1883")]
+    pub target: Target,
+
+    /// Pid of the running broker, for its peak memory (VmHWM).
+    #[arg(long)]
+    pub broker_pid: Option<u32>,
+
+    /// Retained messages stored before the probe starts (QoS 1, each acknowledged), on
+    /// distinct topics `…/r/<i/1000>/<i%1000>`.
+    #[arg(long, default_value_t = 100_000)]
+    pub retained: u64,
+
+    /// Bytes per message, retained and probe alike (at least the 32-byte stamp).
+    #[arg(long, default_value_t = 64)]
+    pub payload: usize,
+
+    /// Probe rate in messages/s: one publisher and one subscriber, QoS 0, on a topic of their
+    /// own.
+    #[arg(long, default_value_t = 1000.0)]
+    pub rate: f64,
+
+    /// How long the probe runs before the `#` subscription, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub before_ms: u64,
+
+    /// How long it runs after the last retained message arrived, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub after_ms: u64,
+
+    /// QoS of the `#` subscription.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub qos: u8,
+
+    /// After the last message, how long a subscriber waits for one more, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub drain_ms: u64,
+
+    /// Name of the broker in the report.
+    #[arg(long, default_value = "broker")]
+    pub label: String,
+
+    /// Row name; defaults to `retained-stall`.
+    #[arg(long)]
+    pub case: Option<String>,
+
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Append the report's row to this Markdown table (header first when the file is new).
+    #[arg(long)]
+    pub table: Option<PathBuf>,
 }
 
 /// Options of `compare`.

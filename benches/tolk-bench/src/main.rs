@@ -12,8 +12,12 @@ mod recorder;
 mod report;
 mod scenario;
 
+use std::io::Write as _;
+use std::path::PathBuf;
+
 use anyhow::{Context, Result};
 use clap::Parser;
+use serde::Serialize;
 
 use crate::cli::{Cli, Command};
 use crate::scenario::Scenario;
@@ -42,6 +46,14 @@ async fn main() -> Result<()> {
             }
             return Ok(());
         }
+        Command::Attack(args) => {
+            let report = scenario::attack::run(&args).await?;
+            return output(&report, report.to_text(), report.row(), args.json, args.table);
+        }
+        Command::RetainedStall(args) => {
+            let report = scenario::stall::run(&args).await?;
+            return output(&report, report.to_text(), report.row(), args.json, args.table);
+        }
         Command::Burst(a) => (Scenario::Burst, a),
         Command::FanIn(a) => (Scenario::FanIn, a),
         Command::FanOut(a) => (Scenario::FanOut, a),
@@ -55,6 +67,34 @@ async fn main() -> Result<()> {
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&report)?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Prints a report, keeps it as JSON, and appends its row (`(header, row)`) to a Markdown table.
+fn output(
+    report: &impl Serialize,
+    text: String,
+    (header, row): (&str, String),
+    json: Option<PathBuf>,
+    table: Option<PathBuf>,
+) -> Result<()> {
+    print!("{text}");
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(report)?;
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = table {
+        let new = std::fs::metadata(&path).map_or(true, |m| m.len() == 0);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        if new {
+            write!(file, "{header}")?;
+        }
+        writeln!(file, "{row}").with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -215,6 +215,10 @@ impl PubSub for MqttSn {
         Box::pin(async move {
             self.socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
             self.handshake().await;
+            // From a new address, the gateway sends what it kept only once that address speaks
+            // again (so that a forged CONNECT cannot aim the queue at someone else).
+            self.send(&Message::PingReq { client_id: None }).await;
+            self.expect("PINGRESP", |m| matches!(m, Message::PingResp).then_some(())).await;
         })
     }
 

@@ -29,15 +29,25 @@ pub struct Tolk {
     _dir: tempfile::TempDir,
 }
 
-/// The shipped defaults with every `bind` on `127.0.0.1:0` and state in `dir`.
-fn config(dir: &tempfile::TempDir) -> std::path::PathBuf {
+/// The shipped defaults with every `bind` on `127.0.0.1:0`, state in `dir`, and `overrides`
+/// (`("section.key", "toml value")`) in place of the defaults they name.
+fn config(dir: &tempfile::TempDir, overrides: &[(&str, &str)]) -> std::path::PathBuf {
     let out = Command::new(env!("CARGO_BIN_EXE_tolk")).arg("--print-default-config").output().unwrap();
     assert!(out.status.success(), "--print-default-config failed: {out:?}");
+    let mut section = String::new();
+    let mut used = vec![false; overrides.len()];
     let text: Vec<String> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|line| {
-            if line.starts_with("bind = ") {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = name.to_owned();
+            }
+            let key = line.split_once(" = ").map(|(k, _)| format!("{section}.{k}"));
+            if let Some(i) = overrides.iter().position(|(name, _)| Some(*name) == key.as_deref()) {
+                used[i] = true;
+                format!("{} = {}", line.split_once(" = ").unwrap().0, overrides[i].1)
+            } else if line.starts_with("bind = ") {
                 "bind = \"127.0.0.1:0\"".to_owned()
             } else if line.starts_with("data_dir = ") {
                 format!("data_dir = {:?}", dir.path().join("state"))
@@ -46,6 +56,9 @@ fn config(dir: &tempfile::TempDir) -> std::path::PathBuf {
             }
         })
         .collect();
+    for ((name, _), used) in overrides.iter().zip(used) {
+        assert!(used, "no setting {name} in the default configuration");
+    }
     let path = dir.path().join("tolk.toml");
     std::fs::write(&path, text.join("\n")).unwrap();
     path
@@ -67,8 +80,13 @@ fn listening(line: &str) -> Option<(String, SocketAddr)> {
 impl Tolk {
     /// Starts the broker and returns once it logged `tolk ready`.
     pub fn start() -> Tolk {
+        Tolk::start_with(&[])
+    }
+
+    /// [`Tolk::start`] with some settings changed: `("section.key", "toml value")`.
+    pub fn start_with(overrides: &[(&str, &str)]) -> Tolk {
         let dir = tempfile::tempdir().unwrap();
-        let config = config(&dir);
+        let config = config(&dir, overrides);
         let mut child = Command::new(env!("CARGO_BIN_EXE_tolk"))
             .arg("--config")
             .arg(&config)

@@ -270,6 +270,17 @@ fn nested_encapsulation_is_rejected_both_ways() {
 }
 
 #[test]
+fn deeply_nested_encapsulations_are_refused_at_the_second_level_without_recursion() {
+    // 20 000 encapsulation headers, then a PINGRESP: the decoders look at two levels, whatever
+    // the input's depth (decoding recurses once for the relayed message, never more).
+    let mut datagram = [0x03, 0xFE, 0x00].repeat(20_000);
+    datagram.extend_from_slice(&[0x02, 0x17]);
+    assert_eq!(decode(&datagram), Err(DecodeError::NestedEncapsulation { offset: 3 }));
+    let mut stream = BytesMut::from(&datagram[..]);
+    assert_eq!(decode_stream(&mut stream, 1024), Err(DecodeError::NestedEncapsulation { offset: 3 }));
+}
+
+#[test]
 fn encapsulation_radius_is_bits_1_0_of_ctrl() {
     let Ok(Message::Encapsulated(e)) = decode(&[0x03, 0xFE, 0xFE, 0x02, 0x17]) else { panic!("not an encapsulation") };
     assert_eq!(e.radius(), 2);

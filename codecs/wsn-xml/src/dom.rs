@@ -124,6 +124,30 @@ pub(crate) fn parse(input: &[u8], limits: &Limits, plan: &Plan) -> Result<Docume
     Ok(Document { nodes: parser.nodes })
 }
 
+/// The expanded name of the root element, read from the start tag alone (nothing after it is
+/// looked at). Used when a document failed to parse, to tell whether it was a SOAP Envelope
+/// that hit a limit (answered as a SOAP fault in its version) or not SOAP at all.
+pub(crate) fn root_name(input: &[u8], limits: &Limits) -> Option<QName> {
+    let text = as_utf8(input, limits).ok()?;
+    let mut reader = NsReader::from_str(text);
+    reader.resolver_mut().set_max_namespace_bindings(limits.max_namespace_bindings);
+    loop {
+        match reader.read_event().ok()? {
+            Event::Start(e) | Event::Empty(e) => {
+                let (result, local) = reader.resolver().resolve_element(e.name());
+                let namespace = match result {
+                    ResolveResult::Bound(ns) => Some(unescape_uri(ns.0)),
+                    ResolveResult::Unbound => None,
+                    ResolveResult::Unknown(_) => return None,
+                };
+                return Some(QName { namespace, local_name: local.into_inner().to_owned() });
+            }
+            Event::DocType(_) | Event::Eof => return None,
+            _ => {}
+        }
+    }
+}
+
 /// Size check, BOM removal and UTF-8 validation, before quick-xml sees a byte.
 fn as_utf8<'a>(input: &'a [u8], limits: &Limits) -> Result<&'a str, ParseError> {
     if input.len() > limits.max_document_bytes {
@@ -450,23 +474,20 @@ impl<'i> Parser<'i, '_> {
 }
 
 /// Prefixes a captured subtree refers to: element and attribute names, plus values that are
-/// a whole QName (`p:local`, the shape of `xsi:type` values and QName-typed content).
+/// a whole QName (`p:local`, the shape of `xsi:type` values and QName-typed content). `named`
+/// keeps the order of first use (the order declarations are copied in); `seen` keeps adding
+/// linear, since a subtree can name a hundred thousand distinct prefixes in its values.
 #[derive(Default)]
 struct UsedPrefixes {
     default: bool,
     named: Vec<String>,
+    seen: std::collections::HashSet<String>,
 }
 
 impl UsedPrefixes {
-    fn contains(&self, prefix: Option<&str>) -> bool {
-        match prefix {
-            None => self.default,
-            Some(p) => self.named.iter().any(|n| n == p),
-        }
-    }
-
     fn add(&mut self, prefix: &str) {
-        if prefix != "xml" && !self.contains(Some(prefix)) {
+        if prefix != "xml" && !self.seen.contains(prefix) {
+            self.seen.insert(prefix.to_owned());
             self.named.push(prefix.to_owned());
         }
     }

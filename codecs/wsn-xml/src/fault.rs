@@ -18,6 +18,7 @@ use bytes::Bytes;
 use crate::error::ParseError;
 use crate::ns::{QName, SOAP11_ENV, SOAP12_ENV, WSN_BR, WSNT, WSRF_BF, WSRF_R};
 use crate::out::Out;
+use crate::request::RequestError;
 use crate::response::{ReplyContext, reply_headers};
 use crate::soap::SoapVersion;
 use crate::time::format_date_time;
@@ -182,14 +183,12 @@ impl Fault {
         Fault { kind, reason: reason.into(), timestamp_unix_millis }
     }
 
-    /// HTTP status for the fault: always 500 in SOAP 1.1 (§6.2); in SOAP 1.2 400 for Sender
-    /// faults and 500 otherwise (Part 2 §7.5.1.2).
-    pub fn http_status(&self, soap: SoapVersion) -> u16 {
-        match soap {
-            SoapVersion::V12 if self.kind.is_sender() => 400,
-            _ => 500,
-        }
-    }
+    /// HTTP status of every fault answer, in both SOAP versions. SOAP 1.1 (§6.2) requires 500.
+    /// SOAP 1.2 (Part 2 §7.5.1.2) suggests 400 for Sender faults, but Apache CXF, the most used
+    /// WS-N client stack, reads a typed fault only from a 500 (a 400 becomes a bare HTTP
+    /// error), and CXF, Axis2 and WCF servers all answer SOAP faults with 500. Requests that
+    /// are not SOAP at all get 400 instead: see [`RequestError::http_status`].
+    pub const HTTP_STATUS: u16 = 500;
 }
 
 impl ParseError {
@@ -199,6 +198,39 @@ impl ParseError {
         match self {
             ParseError::VersionMismatch { .. } => FaultKind::VersionMismatch,
             _ => FaultKind::Sender,
+        }
+    }
+
+    /// Whether the input is not a SOAP message at all: not well-formed XML, not UTF-8, a DTD
+    /// (SOAP 1.1 §3 and SOAP 1.2 Part 1 §5 forbid one), or a root element other than an
+    /// Envelope. Such a request is answered `400`, not as a SOAP fault's `500`, so that an
+    /// HTTP client that sent something else entirely is told so in HTTP terms.
+    pub fn is_not_soap(&self) -> bool {
+        matches!(
+            self,
+            ParseError::NotUtf8 { .. }
+                | ParseError::UnsupportedEncoding { .. }
+                | ParseError::Malformed { .. }
+                | ParseError::Doctype { .. }
+                | ParseError::UndefinedEntity { .. }
+                | ParseError::UnknownPrefix { .. }
+                | ParseError::NotSoapEnvelope { .. }
+        )
+    }
+}
+
+impl RequestError {
+    /// HTTP status answering this refusal: `413` for a document over the size limit, `400`
+    /// for a request that is not SOAP (see [`ParseError::is_not_soap`]) or that hit a parsing
+    /// limit before showing a SOAP Envelope, and [`Fault::HTTP_STATUS`] for everything else
+    /// (a SOAP envelope the broker refuses, VersionMismatch included).
+    pub fn http_status(&self) -> u16 {
+        match &self.error {
+            ParseError::TooLarge { .. } => 413,
+            e if e.is_not_soap() => 400,
+            ParseError::VersionMismatch { .. } => Fault::HTTP_STATUS,
+            _ if self.soap.is_none() => 400,
+            _ => Fault::HTTP_STATUS,
         }
     }
 }

@@ -42,9 +42,13 @@ const REQUEST_PLAN: Plan = Plan {
 )]
 pub fn parse_request(input: &[u8], limits: &Limits) -> Result<RequestEnvelope, RequestError> {
     let fail = |error| RequestError { soap: None, addressing: AddressingHeaders::default(), operation: None, error };
-    let doc = dom::parse(input, limits, &REQUEST_PLAN).map_err(fail)?;
+    let doc = dom::parse(input, limits, &REQUEST_PLAN).map_err(|error| {
+        // A limit hit inside an Envelope is still a SOAP request: answer in its version.
+        let soap = dom::root_name(input, limits).and_then(|root| envelope_version(&root).ok());
+        RequestError { soap, ..fail(error) }
+    })?;
     let root = doc.root().ok_or(ParseError::MissingBody).map_err(fail)?;
-    let soap = envelope_version(root).map_err(fail)?;
+    let soap = envelope_version(&root.qname()).map_err(fail)?;
     let env = soap.namespace();
     let mut addressing = AddressingHeaders::default();
     let mut not_understood = Vec::new();
@@ -62,14 +66,14 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Result<RequestEnvelope, R
     Ok(RequestEnvelope { soap, addressing, not_understood, request })
 }
 
-fn envelope_version(root: &Node) -> Result<SoapVersion, ParseError> {
-    if root.local != "Envelope" {
-        return Err(ParseError::NotSoapEnvelope { found: root.qname() });
+fn envelope_version(root: &QName) -> Result<SoapVersion, ParseError> {
+    if root.local_name != "Envelope" {
+        return Err(ParseError::NotSoapEnvelope { found: root.clone() });
     }
-    root.ns
+    root.namespace
         .as_deref()
         .and_then(SoapVersion::from_namespace)
-        .ok_or_else(|| ParseError::VersionMismatch { namespace: root.ns.clone() })
+        .ok_or_else(|| ParseError::VersionMismatch { namespace: root.namespace.clone() })
 }
 
 /// Reads one header block: WS-Addressing headers are understood; any other block that is

@@ -388,16 +388,19 @@ fn tokenize(path: &str) -> Option<Vec<Step<'_>>> {
 }
 
 /// Prefixes used by the QNames of an expression (`None` = an unprefixed name, which depends
-/// on the default namespace).
+/// on the default namespace), each once, in order of first use. The set keeps this linear: an
+/// expression can hold a hundred thousand distinct prefixes, and a scan of the list per token
+/// would make one request cost minutes of CPU.
 pub(crate) fn prefixes_used(text: &str) -> Vec<Option<&str>> {
     let mut used: Vec<Option<&str>> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for token in text.split(['/', '|']).map(str::trim).filter(|t| !t.is_empty()) {
         let prefix = match token.split_once(':') {
             Some((p, _)) => Some(p),
             None if token == "*" || token == "." => continue,
             None => None,
         };
-        if !used.contains(&prefix) {
+        if seen.insert(prefix) {
             used.push(prefix);
         }
     }

@@ -1,5 +1,6 @@
 //! Every fault in both SOAP versions: well-formed, the right code, the WS-N detail element
-//! extending wsrf-bf:BaseFaultType (Timestamp first), the right Action, the right HTTP status.
+//! extending wsrf-bf:BaseFaultType (Timestamp first), the right Action, the right HTTP status
+//! (500 for every SOAP fault, 400 only for requests that are not SOAP).
 
 mod common;
 
@@ -117,7 +118,6 @@ fn every_fault_in_soap11() {
             Some(_) => check_detail(f.unqualified("detail"), &kind, &reason),
             None => assert!(f.children.iter().all(|c| c.local != "detail")),
         }
-        assert_eq!(fault.http_status(SoapVersion::V11), 500);
         assert_eq!(t.child(SOAP11_ENV, "Header").child(WSA, "RelatesTo").text, "urn:uuid:req");
     }
 }
@@ -153,8 +153,6 @@ fn every_fault_in_soap12() {
             }
             None => assert!(f.children.iter().all(|c| c.local != "Detail")),
         }
-        let status = if kind.is_sender() { 400 } else { 500 };
-        assert_eq!(fault.http_status(SoapVersion::V12), status, "{kind:?}");
     }
 }
 
@@ -231,4 +229,36 @@ fn parse_errors_and_topic_errors_map_to_faults() {
         TopicError::Unsupported { expression: "a//b".into(), construct: "x" }.fault_kind(),
         FaultKind::InvalidTopicExpression
     );
+}
+
+#[test]
+fn every_soap_fault_is_http_500_and_only_non_soap_requests_are_400() {
+    // CXF reads a typed SOAP 1.2 fault only from a 500; 400 would hide it.
+    assert_eq!(Fault::HTTP_STATUS, 500);
+    let status = |xml: &str, limits: &Limits| parse_request(xml.as_bytes(), limits).unwrap_err().http_status();
+    let limits = Limits::default();
+    let env12 = |body: &str| {
+        format!(r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Body>{body}</s:Body></s:Envelope>"#)
+    };
+    // Not SOAP at all: not XML, a DTD, not an Envelope.
+    assert_eq!(status("not xml", &limits), 400);
+    assert_eq!(status("<a><b></a>", &limits), 400);
+    assert_eq!(status(&env12("<x>").replace("</s:Body>", ""), &limits), 400, "truncated XML");
+    assert_eq!(status(&format!("<!DOCTYPE e>{}", env12("<x/>")), &limits), 400);
+    assert_eq!(status("<html><body/></html>", &limits), 400);
+    // SOAP envelopes the broker refuses: SOAP faults, 500, in SOAP 1.2 too.
+    assert_eq!(status(r#"<e:Envelope xmlns:e="urn:soap-2.0"><e:Body/></e:Envelope>"#, &limits), 500);
+    assert_eq!(status(&env12(""), &limits), 500, "empty Body");
+    let subscribe = env12(r#"<n:Subscribe xmlns:n="http://docs.oasis-open.org/wsn/b-2"/>"#);
+    assert_eq!(status(&subscribe, &limits), 500, "Sender fault: missing ConsumerReference");
+    // A limit hit inside an Envelope is answered as a SOAP fault in the Envelope's version; the
+    // same limit hit in something else is not SOAP.
+    let shallow = Limits { max_depth: 3, ..Limits::default() };
+    let deep = env12("<a><b><c/></b></a>");
+    let err = parse_request(deep.as_bytes(), &shallow).unwrap_err();
+    assert!(matches!(err.error, ParseError::TooDeep { .. }));
+    assert_eq!((err.soap, err.http_status()), (Some(SoapVersion::V12), 500));
+    assert_eq!(status("<r><a><b><c/></b></a></r>", &shallow), 400);
+    let small = Limits { max_document_bytes: 10, ..Limits::default() };
+    assert_eq!(status(&subscribe, &small), 413);
 }

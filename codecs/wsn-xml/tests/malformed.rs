@@ -1,8 +1,13 @@
 //! Hostile and broken input: one test per malformed-input class and per limit, truncation
 //! at every offset, and "arbitrary bytes never panic".
 
+use std::time::{Duration, Instant};
+
 use proptest::prelude::*;
-use wsn_xml::{Limits, ParseError, Payload, PayloadForm, SoapVersion, XmlElement, parse_request};
+use wsn_xml::{
+    AddressingVersion, Dialect, EndpointReference, Limits, ParseError, Payload, PayloadForm, Request, SoapVersion,
+    TopicExpression, XmlElement, parse_request, write_notify,
+};
 
 fn err(xml: &[u8]) -> wsn_xml::RequestError {
     match parse_request(xml, &Limits::default()) {
@@ -150,6 +155,87 @@ fn nesting_beyond_the_limit() {
         "</h>".repeat(100)
     );
     assert!(matches!(err(deep_header.as_bytes()).error, ParseError::TooDeep { limit: 64, .. }));
+}
+
+/// Runs `f` on a thread with a 256 KiB stack: a parser that recursed once per nesting level
+/// would overflow it (and abort the test binary) long before 100,000 levels.
+fn on_a_small_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new().stack_size(256 * 1024).spawn(f).unwrap().join().unwrap();
+}
+
+/// No limits at all, so that the nesting reaches the code instead of stopping at a limit.
+const UNLIMITED: Limits = Limits {
+    max_document_bytes: usize::MAX,
+    max_depth: usize::MAX,
+    max_elements: usize::MAX,
+    max_attributes_per_element: 64,
+    max_namespace_bindings: 64,
+};
+
+#[test]
+fn nothing_recurses_on_nesting_depth() {
+    const DEPTH: usize = 100_000;
+    // quick-xml refuses more than 65,535 open elements itself; stay under it without limits.
+    const UNLIMITED_DEPTH: usize = 60_000;
+    on_a_small_stack(|| {
+        // With the default limits: refused at depth 65, answered as a SOAP fault.
+        let e = err(nested_payload(DEPTH).as_bytes());
+        assert!(matches!(e.error, ParseError::TooDeep { limit: 64, .. }));
+        assert_eq!((e.soap, e.http_status()), (Some(SoapVersion::V11), 500));
+        assert!(parse_request(nested_payload(DEPTH).as_bytes(), &UNLIMITED).is_err(), "quick-xml's own limit");
+        // Without limits: the payload is captured, written into a Notify and read back.
+        let deep = nested_payload(UNLIMITED_DEPTH);
+        let env = parse_request(deep.as_bytes(), &UNLIMITED).unwrap();
+        let Request::Notify(messages) = env.request else { panic!("not a Notify") };
+        let out = write_notify(
+            SoapVersion::V12,
+            AddressingVersion::W3c,
+            &EndpointReference::new("http://c/"),
+            None,
+            &messages,
+        );
+        let again = parse_request(&out, &UNLIMITED).unwrap();
+        assert!(matches!(again.request, Request::Notify(m) if m[0].message == messages[0].message));
+        // Outside a captured payload: a deep Header builds a deep tree.
+        let header = VALID_NOTIFY.replace("<soap:Header>", &format!("<soap:Header>{}", nested("h", UNLIMITED_DEPTH)));
+        assert!(parse_request(header.as_bytes(), &UNLIMITED).is_ok());
+        // Payloads from other protocols take the same road.
+        let payload = nested("p", UNLIMITED_DEPTH);
+        let element = XmlElement::from_payload(payload.as_bytes(), None, &UNLIMITED);
+        assert_eq!(element.to_payload(&UNLIMITED).bytes, payload.as_bytes());
+        let element = XmlElement::from_payload(payload.as_bytes(), None, &Limits::default());
+        let back = element.to_payload(&UNLIMITED);
+        assert_eq!((back.form, &back.bytes[..]), (PayloadForm::Text, payload.as_bytes()), "too deep: wrapped as text");
+        // Topic expressions: 100,000 levels, and a union of 100,000 paths.
+        let levels = vec!["a"; DEPTH].join("/");
+        let path = TopicExpression::new(Dialect::Full, &format!("{levels}/*//."), &[]);
+        assert_eq!(path.to_filters().unwrap()[0].topic.len(), levels.len() + 4);
+        let union = TopicExpression::new(Dialect::Full, &vec!["a/*"; DEPTH].join(" | "), &[]);
+        assert_eq!(union.to_filters().unwrap().len(), DEPTH);
+        assert!(TopicExpression::from_filter(&format!("{levels}/+/#"), Some("urn:t")).is_ok());
+    });
+}
+
+fn nested(name: &str, depth: usize) -> String {
+    format!("{}{}", format!("<{name}>").repeat(depth), format!("</{name}>").repeat(depth))
+}
+
+#[test]
+fn many_distinct_prefixes_cost_linear_time() {
+    // 100,000 distinct prefixes in a topic expression and in a payload's QName values (the
+    // prefixes the parser tracks): linear, so well under the bound even in a debug build; a
+    // scan per prefix took minutes.
+    const N: usize = 100_000;
+    let topic: Vec<String> = (0..N).map(|i| format!("p{i}:a")).collect();
+    let values: String = (0..N).map(|i| format!("<v>q{i}:x</v>")).collect();
+    let doc = format!(
+        r#"<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/" xmlns:wsnt="http://docs.oasis-open.org/wsn/b-2"><s:Body><wsnt:Notify><wsnt:NotificationMessage><wsnt:Topic Dialect="http://docs.oasis-open.org/wsn/t-1/TopicExpression/Concrete">{}</wsnt:Topic><wsnt:Message><m>{values}</m></wsnt:Message></wsnt:NotificationMessage></wsnt:Notify></s:Body></s:Envelope>"#,
+        topic.join("/")
+    );
+    let limits = Limits { max_elements: 2 * N, ..UNLIMITED };
+    let started = Instant::now();
+    assert!(parse_request(doc.as_bytes(), &limits).is_ok());
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
 }
 
 #[test]

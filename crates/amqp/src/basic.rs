@@ -404,9 +404,9 @@ fn finish_publish(
     let mut push = |queue: &Arc<Queue>, message: &Arc<tolk_core::Message>| match queue.push(message.clone()) {
         QueuePush::Accepted => routed = true,
         QueuePush::Full => {
+            // Counted by the queue.
             routed = true;
             refused += 1;
-            counters.dropped(DropReason::QueueFull, 1);
         }
         QueuePush::Deleted => ctx.shared.registry.forget_queue(queue),
     };

@@ -16,6 +16,10 @@ pub struct AmqpConfig {
     pub bind: SocketAddr,
     /// Most AMQP connections open at once; further ones are accepted and closed immediately.
     pub max_connections: usize,
+    /// Most simultaneous connections from one IP address, so that one host cannot take every
+    /// slot. A service needs a few; raise it for many clients behind one NAT or a load
+    /// generator on one machine.
+    pub max_connections_per_address: usize,
     /// Largest frame, in bytes including the 8 bytes of framing, offered to clients in
     /// `connection.tune`. Clients may choose less (not below 4096). Bodies are split into
     /// frames of at most this size; a received frame above the negotiated size closes the
@@ -29,6 +33,10 @@ pub struct AmqpConfig {
     /// half an interval of silence and drops a peer silent for two intervals.
     #[serde(with = "humantime_serde")]
     pub heartbeat: Duration,
+    /// Longest a peer may stay silent, whatever heartbeat it negotiated ("0s" included), so that
+    /// silent sockets cannot hold every connection slot. "0s" = no bound.
+    #[serde(with = "humantime_serde")]
+    pub max_silence: Duration,
     /// Time a new connection has to go from TCP accept to `connection.open-ok`, e.g. "10s".
     #[serde(with = "humantime_serde")]
     pub handshake_timeout: Duration,
@@ -63,6 +71,8 @@ impl Default for AmqpConfig {
             enabled: true,
             bind: SocketAddr::from(([0, 0, 0, 0], 5672)),
             max_connections: 1024,
+            max_connections_per_address: 100,
+            max_silence: Duration::from_secs(3600),
             frame_max_bytes: default_frame_max(),
             channel_max: default_channel_max(),
             heartbeat: Duration::from_secs(60),

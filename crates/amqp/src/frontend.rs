@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
-use tolk_core::listener::{Connection, ConnectionHandler, bind_tcp, spawn_tcp};
+use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, bind_tcp, spawn_tcp};
 use tolk_core::{CloseReason, Protocol};
 
 use crate::config::AmqpConfig;
@@ -56,9 +56,12 @@ impl FrontEnd for AmqpFrontEnd {
             }
             let listener = bind_tcp("amqp", self.config.bind).await?;
             let addr = listener.local_addr()?;
-            let max_connections = self.config.max_connections;
+            let limits = ConnectionLimits {
+                max_connections: self.config.max_connections,
+                max_per_address: self.config.max_connections_per_address,
+            };
             let shared = Arc::new(Shared::new(self.config, ctx.router.clone()));
-            spawn_tcp(listener, Arc::new(Handler { shared }), max_connections, &ctx);
+            spawn_tcp(listener, Arc::new(Handler { shared }), limits, &ctx);
             Ok(vec![addr])
         })
     }

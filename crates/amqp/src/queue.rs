@@ -77,37 +77,41 @@ pub(crate) fn unique_name(prefix: &str, counter: u64) -> String {
 
 /// The queue options asked for by `x-` arguments. Unknown arguments are refused rather than
 /// ignored, so that a client relying on one (TTL, dead-lettering…) learns it has no effect.
-fn queue_options(arguments: &FieldTable) -> Result<usize, AmqpError> {
-    let mut max_length = 0usize;
+/// `x-max-length` and `x-max-length-bytes` (RabbitMQ's names; 0 = the broker's default).
+fn queue_options(arguments: &FieldTable) -> Result<(usize, usize), AmqpError> {
+    let (mut max_length, mut max_length_bytes) = (0usize, 0usize);
     for (key, value) in arguments {
         match (key.as_str(), value) {
-            ("x-max-length", v) => {
-                let n = match v {
-                    AMQPValue::ShortShortInt(n) => i64::from(*n),
-                    AMQPValue::ShortShortUInt(n) => i64::from(*n),
-                    AMQPValue::ShortInt(n) => i64::from(*n),
-                    AMQPValue::ShortUInt(n) => i64::from(*n),
-                    AMQPValue::LongInt(n) => i64::from(*n),
-                    AMQPValue::LongUInt(n) => i64::from(*n),
-                    AMQPValue::LongLongInt(n) => *n,
-                    _ => -1,
-                };
-                if n < 1 {
-                    return Err(AmqpError::precondition_failed(format!(
-                        "invalid arg 'x-max-length' {v:?}: must be a positive integer"
-                    )));
-                }
-                max_length = usize::try_from(n).unwrap_or(usize::MAX);
-            }
+            ("x-max-length", v) => max_length = positive(key.as_str(), v)?,
+            ("x-max-length-bytes", v) => max_length_bytes = positive(key.as_str(), v)?,
             ("x-queue-type", AMQPValue::LongString(s)) if s.as_bytes() == b"classic" => {}
             (other, _) => {
                 return Err(AmqpError::not_implemented(format!(
-                    "queue argument '{other}' is not supported (supported: x-max-length, x-queue-type=classic)"
+                    "queue argument '{other}' is not supported \
+                     (supported: x-max-length, x-max-length-bytes, x-queue-type=classic)"
                 )));
             }
         }
     }
-    Ok(max_length)
+    Ok((max_length, max_length_bytes))
+}
+
+/// A queue argument that must be a positive integer, of any AMQP integer type.
+fn positive(name: &str, v: &AMQPValue) -> Result<usize, AmqpError> {
+    let n = match v {
+        AMQPValue::ShortShortInt(n) => i64::from(*n),
+        AMQPValue::ShortShortUInt(n) => i64::from(*n),
+        AMQPValue::ShortInt(n) => i64::from(*n),
+        AMQPValue::ShortUInt(n) => i64::from(*n),
+        AMQPValue::LongInt(n) => i64::from(*n),
+        AMQPValue::LongUInt(n) => i64::from(*n),
+        AMQPValue::LongLongInt(n) => *n,
+        _ => -1,
+    };
+    if n < 1 {
+        return Err(AmqpError::precondition_failed(format!("invalid arg '{name}' {v:?}: must be a positive integer")));
+    }
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 /// Dispatches one queue-class method.
@@ -169,9 +173,10 @@ fn declare(ctx: &mut Ctx, ch: &Channel, m: &queue::Declare) -> Result<(String, A
         let queue = find(ctx, ch, m.queue.as_str())?;
         return Ok((queue.name().to_owned(), queue));
     }
-    let max_length = queue_options(&m.arguments)?;
+    let (max_length, max_length_bytes) = queue_options(&m.arguments)?;
     let options = QueueOptions {
         max_length,
+        max_length_bytes,
         auto_delete: m.auto_delete,
         durable: m.durable,
         exclusive_owner: m.exclusive.then(|| ctx.core.id()),
@@ -292,7 +297,7 @@ mod tests {
     fn arguments_are_checked_not_ignored() {
         let mut t = FieldTable::default();
         t.insert("x-max-length".into(), AMQPValue::LongInt(10));
-        assert_eq!(queue_options(&t).unwrap(), 10);
+        assert_eq!(queue_options(&t).unwrap(), (10, 0));
         t.insert("x-message-ttl".into(), AMQPValue::LongInt(10));
         assert_eq!(queue_options(&t).unwrap_err().code, 540);
         let mut t = FieldTable::default();

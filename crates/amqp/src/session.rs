@@ -276,11 +276,25 @@ impl AmqpSession {
             Phase::Done(_) => None,
             Phase::Closing { deadline, .. } => Some(deadline),
             Phase::Running => {
-                let hb = self.heartbeat?;
-                let dead = self.last_recv + hb * 2;
-                if self.out.len() == 0 { Some(dead.min(self.last_send + hb / 2)) } else { Some(dead) }
+                let dead = self.silence_limit().map(|limit| self.last_recv + limit);
+                let beat = self.heartbeat.filter(|_| self.out.len() == 0).map(|hb| self.last_send + hb / 2);
+                match (dead, beat) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
             }
             _ => Some(self.handshake_deadline),
+        }
+    }
+
+    /// How long the peer may stay silent: two heartbeat intervals, and never more than
+    /// `max_silence`, even when heartbeats were turned off (`None`: no bound at all).
+    fn silence_limit(&self) -> Option<std::time::Duration> {
+        let max = self.ctx.shared.config.max_silence;
+        let max = (!max.is_zero()).then_some(max);
+        match (self.heartbeat.map(|hb| hb * 2), max) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -295,11 +309,15 @@ impl AmqpSession {
                 }
             }
             Phase::Running => {
-                let Some(hb) = self.heartbeat else { return };
-                if now >= self.last_recv + hb * 2 {
-                    info!(heartbeat = ?hb, "peer silent for two heartbeat intervals; closing");
+                if let Some(limit) = self.silence_limit()
+                    && now >= self.last_recv + limit
+                {
+                    info!(heartbeat = ?self.heartbeat, silent = ?limit, "peer silent for too long; closing");
                     self.finish(CloseReason::KeepAliveTimeout);
-                } else if self.out.len() == 0 && now >= self.last_send + hb / 2 {
+                } else if let Some(hb) = self.heartbeat
+                    && self.out.len() == 0
+                    && now >= self.last_send + hb / 2
+                {
                     Encoder::heartbeat(&mut self.out.buf);
                 }
             }

@@ -21,7 +21,7 @@ use crate::router::Router;
 pub struct FrontEndContext {
     /// The router (and through it, the metrics).
     pub router: Router,
-    /// Cancelled when the broker shuts down; each front end and connection takes a child token.
+    /// Cancelled when the broker shuts down; each front end and connection holds a clone.
     pub shutdown: CancellationToken,
     /// Every task a front end spawns goes here, so shutdown can wait for them to finish.
     pub tracker: TaskTracker,

@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod budget;
 pub mod frontend;
 pub mod hold;
 pub mod listener;
@@ -17,12 +18,13 @@ mod router;
 pub mod topic;
 mod trie;
 
+pub use budget::MemoryBudget;
 pub use message::{Destination, Message, Origin, Properties, QoS, SessionId};
-pub use outbox::{Delivery, Outbox, OutboxReceiver, Overflowed, PushOutcome, outbox};
+pub use outbox::{Delivery, Outbox, OutboxLimits, OutboxReceiver, Overflowed, PushOutcome, outbox};
 pub use queue::{ConsumerId, ConsumerOptions, Queue, QueueAck, QueueOptions, QueuePush};
 pub use retained::RetainOutcome;
 pub use router::{
     PublishOutcome, QueueError, Router, RouterConfig, Session, SharedError, Subscription, SubscriptionOptions, Target,
 };
-pub use tolk_metrics::{CloseReason, DropReason, Hop, Metrics, Protocol};
+pub use tolk_metrics::{CloseReason, DropReason, Hop, MemoryKind, Metrics, Protocol};
 pub use trie::Trie;

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use tokio::sync::Notify;
-use tolk_metrics::Protocol;
+use tolk_metrics::{DropReason, MemoryKind, Protocol};
 
+use crate::budget::{MemoryBudget, message_cost};
 use crate::message::{Message, QoS, SessionId};
 use crate::queue::QueueAck;
 
@@ -67,8 +68,13 @@ impl Delivery {
 pub enum PushOutcome {
     /// Queued for the session.
     Queued,
-    /// Not queued: at-most-once and the outbox was full (or the session is offline).
-    Dropped,
+    /// Not queued: at-most-once and the outbox was full (or the session is offline, both
+    /// counted as `outbox_full`), or the broker's memory budget was (`memory_full`).
+    Dropped(DropReason),
+    /// Not queued: at-least-once to an offline session whose queue is at its byte limit. The
+    /// publisher should be told where its protocol can say so (as RabbitMQ's
+    /// `overflow = reject-publish` does); the outbox counts and logs it per session.
+    Refused,
     /// Queued, but over capacity: at-least-once to a connected session whose outbox is full.
     /// The publisher should wait for room (see `Session::relieve_congestion`) before it sends
     /// more, so that a fast publisher is slowed down rather than a slow subscriber dropped.
@@ -86,8 +92,40 @@ pub enum PushOutcome {
 #[error("outbox overflowed with at-least-once messages: slow consumer")]
 pub struct Overflowed;
 
+/// How much an outbox may hold. Counting deliveries bounds the work per drain; counting bytes
+/// bounds memory, whatever the payload sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxLimits {
+    /// Deliveries a connected session may have waiting before it counts as full.
+    pub capacity: usize,
+    /// Bytes (see [`crate::budget::message_cost`]) a connected session may have waiting
+    /// before it counts as full.
+    pub max_bytes: usize,
+    /// Bytes an offline persistent session may keep; at-least-once messages beyond it are
+    /// refused ([`PushOutcome::Refused`]). There is no count limit offline.
+    pub offline_max_bytes: usize,
+    /// What the bytes of a connected session count as in the memory gauges.
+    pub kind: MemoryKind,
+}
+
+impl OutboxLimits {
+    /// Limits by count only, for tests and holders whose bytes are bounded elsewhere.
+    pub fn count(capacity: usize) -> Self {
+        OutboxLimits {
+            capacity,
+            max_bytes: usize::MAX / 4,
+            offline_max_bytes: usize::MAX / 4,
+            kind: MemoryKind::Outbox,
+        }
+    }
+}
+
 struct State {
     queue: VecDeque<Delivery>,
+    /// What the queued deliveries are charged, in bytes.
+    bytes: usize,
+    /// At-least-once messages refused while offline, for the log line.
+    refused: u64,
     /// Whether a connection is attached. Detached (offline persistent) sessions queue only
     /// at-least-once messages and drop the newest when full instead of overflowing.
     attached: bool,
@@ -101,9 +139,16 @@ struct Shared {
     notify: Notify,
     /// Wakes congested publishers: the receiver drained the outbox below capacity.
     room: Notify,
-    capacity: usize,
+    limits: OutboxLimits,
+    budget: Arc<MemoryBudget>,
     session: SessionId,
     protocol: Protocol,
+}
+
+impl State {
+    fn kind(&self, limits: &OutboxLimits) -> MemoryKind {
+        if self.attached { limits.kind } else { MemoryKind::Offline }
+    }
 }
 
 impl Shared {
@@ -111,6 +156,20 @@ impl Shared {
         // A panic while holding this lock cannot leave the deque inconsistent, so poisoning
         // carries no information here.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a connected session's outbox is at its count or byte limit.
+    fn is_full(&self, state: &State) -> bool {
+        state.queue.len() >= self.limits.capacity || state.bytes >= self.limits.max_bytes
+    }
+
+    /// Takes the first `n` deliveries out, giving their bytes back to the budget.
+    fn take(&self, state: &mut State, n: usize, into: &mut Vec<Delivery>) {
+        let start = into.len();
+        into.extend(state.queue.drain(..n));
+        let bytes: usize = into[start..].iter().map(|d| message_cost(&d.message)).sum();
+        state.bytes -= bytes;
+        self.budget.release(state.kind(&self.limits), bytes);
     }
 }
 
@@ -121,14 +180,30 @@ pub struct Outbox(Arc<Shared>);
 /// The receiving side, owned by the session. Dropping it closes the outbox.
 pub struct OutboxReceiver(Arc<Shared>);
 
-/// Creates an outbox holding at most `capacity` deliveries (queue deliveries, which are bounded
-/// by consumer credit instead, do not count against it).
-pub fn outbox(session: SessionId, protocol: Protocol, capacity: usize) -> (Outbox, OutboxReceiver) {
+/// Creates an outbox within `limits` whose bytes are charged to `budget` (queue deliveries,
+/// which are bounded by consumer credit instead, do not count against the limits but are
+/// charged). Front ends get theirs from [`crate::Router::open_session`] or
+/// [`crate::Router::outbox`].
+pub fn outbox(
+    session: SessionId,
+    protocol: Protocol,
+    limits: OutboxLimits,
+    budget: Arc<MemoryBudget>,
+) -> (Outbox, OutboxReceiver) {
+    let limits = OutboxLimits { capacity: limits.capacity.max(1), ..limits };
     let shared = Arc::new(Shared {
-        state: Mutex::new(State { queue: VecDeque::new(), attached: true, overflowed: false, closed: false }),
+        state: Mutex::new(State {
+            queue: VecDeque::new(),
+            bytes: 0,
+            refused: 0,
+            attached: true,
+            overflowed: false,
+            closed: false,
+        }),
         notify: Notify::new(),
         room: Notify::new(),
-        capacity: capacity.max(1),
+        limits,
+        budget,
         session,
         protocol,
     });
@@ -158,39 +233,84 @@ impl Outbox {
     }
 
     fn push_inner(&self, delivery: Delivery, credited: bool) -> PushOutcome {
+        let limits = &self.0.limits;
+        let cost = message_cost(&delivery.message);
         let mut state = self.0.lock();
         if state.closed {
             return PushOutcome::Closed;
         }
+        let kind = state.kind(limits);
         let at_most_once = delivery.qos == QoS::AtMostOnce;
-        if !credited {
-            if !state.attached && at_most_once {
-                return PushOutcome::Dropped;
+        let mut outcome = PushOutcome::Queued;
+        if !credited && !state.attached {
+            // Offline persistent sessions keep at-least-once messages only, up to their bytes.
+            if at_most_once {
+                return PushOutcome::Dropped(DropReason::OutboxFull);
             }
-            let len = state.queue.len();
-            if len >= self.0.capacity {
-                if at_most_once || !state.attached {
-                    return PushOutcome::Dropped;
+            if state.bytes + cost > limits.offline_max_bytes && !state.queue.is_empty() {
+                state.refused += 1;
+                let refused = state.refused;
+                drop(state);
+                // One line at the first refusal and at every power of two after it: enough to
+                // see in the log, never a flood.
+                if refused.is_power_of_two() {
+                    tracing::warn!(
+                        session = self.0.session.0,
+                        protocol = %self.0.protocol,
+                        refused,
+                        limit_bytes = limits.offline_max_bytes,
+                        "offline session's queue is full; refusing at-least-once messages for it"
+                    );
                 }
-                // At-least-once to a connected session: twice the capacity is the hard limit
+                return PushOutcome::Refused;
+            }
+        } else if !credited {
+            // Full by count, or by bytes once something is waiting (one message larger than
+            // the limit still goes through an empty outbox).
+            let len = state.queue.len();
+            let full = len >= limits.capacity || (len > 0 && state.bytes + cost > limits.max_bytes);
+            if at_most_once {
+                if full {
+                    return PushOutcome::Dropped(DropReason::OutboxFull);
+                }
+                if !self.0.budget.try_charge(kind, cost) {
+                    return PushOutcome::Dropped(DropReason::MemoryFull);
+                }
+                return self.enqueue(state, delivery, cost, PushOutcome::Queued);
+            }
+            if full {
+                // At-least-once to a connected session: twice the limits is the hard limit
                 // (memory stays bounded); up to it, queue and let the publisher wait for room.
-                if len >= self.0.capacity * 2 || state.overflowed {
+                let hard = len >= limits.capacity * 2 || state.bytes + cost > limits.max_bytes.saturating_mul(2);
+                if hard || state.overflowed {
                     state.overflowed = true;
                     drop(state);
                     self.0.notify.notify_one();
                     return PushOutcome::Overflowed;
                 }
-                state.queue.push_back(delivery);
-                return PushOutcome::Congested;
+                outcome = PushOutcome::Congested;
             }
         }
+        self.0.budget.charge(kind, cost);
+        self.enqueue(state, delivery, cost, outcome)
+    }
+
+    /// Appends a delivery whose bytes are already charged, waking the receiver if it was idle.
+    fn enqueue(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        delivery: Delivery,
+        cost: usize,
+        outcome: PushOutcome,
+    ) -> PushOutcome {
         let was_empty = state.queue.is_empty();
         state.queue.push_back(delivery);
+        state.bytes += cost;
         drop(state);
         if was_empty {
             self.0.notify.notify_one();
         }
-        PushOutcome::Queued
+        outcome
     }
 
     /// Waits until the outbox is below capacity (or its session is gone or already a slow
@@ -202,7 +322,7 @@ impl Outbox {
             room.as_mut().enable();
             {
                 let state = self.0.lock();
-                if state.closed || state.overflowed || state.queue.len() < self.0.capacity {
+                if state.closed || state.overflowed || !self.0.is_full(&state) {
                     return;
                 }
             }
@@ -240,10 +360,10 @@ impl OutboxReceiver {
         if state.overflowed {
             return Err(Overflowed);
         }
-        let before = state.queue.len();
-        let n = before.min(max);
-        into.extend(state.queue.drain(..n));
-        let relieved = before >= self.0.capacity && before - n < self.0.capacity;
+        let was_full = self.0.is_full(&state);
+        let n = state.queue.len().min(max);
+        self.0.take(&mut state, n, into);
+        let relieved = was_full && !self.0.is_full(&state);
         drop(state);
         if relieved {
             self.0.room.notify_waiters();
@@ -277,6 +397,9 @@ impl OutboxReceiver {
     /// [`PushOutcome`] for how this changes the overflow policy. Attaching clears an overflow.
     pub fn set_attached(&self, attached: bool) {
         let mut state = self.0.lock();
+        let (from, to) = (state.kind(&self.0.limits), if attached { self.0.limits.kind } else { MemoryKind::Offline });
+        self.0.budget.release(from, state.bytes);
+        self.0.budget.charge(to, state.bytes);
         state.attached = attached;
         if attached {
             state.overflowed = false;
@@ -286,7 +409,11 @@ impl OutboxReceiver {
     /// Puts deliveries back at the front, in order (a connection died before writing them).
     pub fn requeue_front(&self, deliveries: impl DoubleEndedIterator<Item = Delivery>) {
         let mut state = self.0.lock();
+        let kind = state.kind(&self.0.limits);
         for d in deliveries.rev() {
+            let cost = message_cost(&d.message);
+            self.0.budget.charge(kind, cost);
+            state.bytes += cost;
             state.queue.push_front(d);
         }
         let non_empty = !state.queue.is_empty();
@@ -301,11 +428,17 @@ impl Drop for OutboxReceiver {
     fn drop(&mut self) {
         let mut state = self.0.lock();
         state.closed = true;
-        // Queue deliveries still in here stay unacknowledged in their queue until the session
-        // removes its consumers, which puts them back for other consumers.
-        let undelivered = std::mem::take(&mut state.queue);
+        let mut undelivered = Vec::new();
+        let n = state.queue.len();
+        self.0.take(&mut state, n, &mut undelivered);
         drop(state);
-        drop(undelivered);
+        // Queue deliveries stay unacknowledged in their queue until the session removes its
+        // consumers, which puts them back for other consumers; the rest are lost with the
+        // session, and counted.
+        let lost = undelivered.iter().filter(|d| d.ack.is_none()).count() as u64;
+        if lost > 0 {
+            self.0.budget.metrics().protocol(self.0.protocol).dropped(DropReason::SessionEnded, lost);
+        }
     }
 }
 
@@ -314,6 +447,10 @@ mod tests {
     use super::*;
     use crate::message::Origin;
 
+    fn test_outbox(protocol: Protocol, limits: OutboxLimits) -> (Outbox, OutboxReceiver) {
+        outbox(SessionId(1), protocol, limits, Arc::new(MemoryBudget::new(usize::MAX / 2, Default::default())))
+    }
+
     fn delivery(qos: QoS) -> Delivery {
         let origin = Origin { protocol: Protocol::Mqtt, session: SessionId(9), client_id: "p".into() };
         Delivery::new(Arc::new(Message::new("t", "x", origin)), qos, Instant::now())
@@ -321,10 +458,10 @@ mod tests {
 
     #[test]
     fn full_outbox_drops_at_most_once_and_overflows_at_least_once_at_twice_the_capacity() {
-        let (tx, rx) = outbox(SessionId(1), Protocol::Mqtt, 2);
+        let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(2));
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
-        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Dropped);
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Dropped(DropReason::OutboxFull));
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
         assert_eq!(
@@ -336,21 +473,56 @@ mod tests {
     }
 
     #[test]
-    fn detached_outbox_keeps_at_least_once_up_to_capacity_then_drops() {
-        let (tx, rx) = outbox(SessionId(1), Protocol::Mqtt, 1);
+    fn detached_outbox_keeps_at_least_once_up_to_its_bytes_then_refuses() {
+        let one = message_cost(&delivery(QoS::AtLeastOnce).message);
+        let limits = OutboxLimits { offline_max_bytes: 3 * one, ..OutboxLimits::count(1) };
+        let metrics = Arc::new(tolk_metrics::Metrics::new());
+        let (tx, rx) =
+            outbox(SessionId(1), Protocol::Mqtt, limits, Arc::new(MemoryBudget::new(1 << 30, metrics.clone())));
         rx.set_attached(false);
-        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Dropped);
-        assert_eq!(tx.push(delivery(QoS::ExactlyOnce)), PushOutcome::Queued);
-        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Dropped);
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Dropped(DropReason::OutboxFull));
+        for _ in 0..3 {
+            assert_eq!(tx.push(delivery(QoS::ExactlyOnce)), PushOutcome::Queued, "no count limit offline");
+        }
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Refused);
+        assert_eq!(metrics.memory().held(MemoryKind::Offline), 3 * one);
         rx.set_attached(true);
+        assert_eq!(metrics.memory().held(MemoryKind::Offline), 0);
+        assert_eq!(metrics.memory().held(MemoryKind::Outbox), 3 * one);
         let mut got = Vec::new();
-        assert_eq!(rx.try_drain(&mut got, 10), Ok(1));
+        assert_eq!(rx.try_drain(&mut got, 10), Ok(3));
         assert_eq!(got[0].qos, QoS::ExactlyOnce);
+        assert_eq!(metrics.memory().total(), 0, "drained bytes are given back");
+    }
+
+    #[test]
+    fn bytes_bound_a_connected_outbox_and_the_budget_drops_at_most_once() {
+        let one = message_cost(&delivery(QoS::AtMostOnce).message);
+        let metrics = Arc::new(tolk_metrics::Metrics::new());
+        let limits = OutboxLimits { max_bytes: 2 * one, ..OutboxLimits::count(100) };
+        let (tx, rx) =
+            outbox(SessionId(1), Protocol::Mqtt, limits, Arc::new(MemoryBudget::new(3 * one, metrics.clone())));
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
+        assert_eq!(
+            tx.push(delivery(QoS::AtMostOnce)),
+            PushOutcome::Dropped(DropReason::OutboxFull),
+            "2 messages' bytes"
+        );
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Overflowed, "twice the bytes is the hard limit");
+        let (tx2, _rx2) =
+            outbox(SessionId(2), Protocol::Mqtt, limits, Arc::new(MemoryBudget::new(3 * one, metrics.clone())));
+        assert_eq!(tx2.push(delivery(QoS::AtMostOnce)), PushOutcome::Dropped(DropReason::MemoryFull), "budget used up");
+        drop(rx);
+        assert_eq!(metrics.protocol(Protocol::Mqtt).dropped_count(DropReason::SessionEnded), 4);
+        assert_eq!(metrics.memory().total(), 0);
     }
 
     #[test]
     fn dropped_receiver_closes_the_outbox() {
-        let (tx, rx) = outbox(SessionId(1), Protocol::Stomp, 4);
+        let (tx, rx) = test_outbox(Protocol::Stomp, OutboxLimits::count(4));
         drop(rx);
         assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Closed);
         assert!(tx.is_closed());
@@ -358,11 +530,15 @@ mod tests {
 
     #[tokio::test]
     async fn at_least_once_over_capacity_congests_then_room_wakes_the_publisher() {
-        let (tx, rx) = outbox(SessionId(1), Protocol::Mqtt, 2);
+        let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(2));
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
-        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Dropped, "at-most-once never waits");
+        assert_eq!(
+            tx.push(delivery(QoS::AtMostOnce)),
+            PushOutcome::Dropped(DropReason::OutboxFull),
+            "at-most-once never waits"
+        );
         let waiter = tokio::spawn({
             let tx = tx.clone();
             async move { tx.wait_for_room().await }
@@ -376,7 +552,7 @@ mod tests {
 
     #[tokio::test]
     async fn drain_wakes_on_push_from_another_task() {
-        let (tx, rx) = outbox(SessionId(1), Protocol::Amqp, 8);
+        let (tx, rx) = test_outbox(Protocol::Amqp, OutboxLimits::count(8));
         let pusher = tokio::spawn(async move {
             tokio::task::yield_now().await;
             tx.push(delivery(QoS::AtMostOnce))

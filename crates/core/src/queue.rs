@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use foldhash::fast::RandomState;
-use tolk_metrics::{DropReason, Metrics};
+use tolk_metrics::{DropReason, MemoryKind};
 
+use crate::budget::{MemoryBudget, message_cost};
 use crate::message::{Message, QoS, SessionId};
 use crate::outbox::{Delivery, Outbox, PushOutcome};
 
@@ -28,6 +29,10 @@ pub struct QueueOptions {
     /// Most messages waiting (ready, not counting unacknowledged). Publishing beyond it is
     /// refused and counted as `queue_full`: the publisher is told where its protocol allows.
     pub max_length: usize,
+    /// Most bytes held (ready and unacknowledged, see [`crate::budget::message_cost`]), as
+    /// RabbitMQ's `max-length-bytes`; beyond it publishing is refused like at `max_length`.
+    /// 0 means the router's `queue_max_bytes`.
+    pub max_length_bytes: usize,
     /// Delete the queue when its last consumer leaves (AMQP auto-delete, MQTT `$share` groups).
     pub auto_delete: bool,
     /// Survives restarts in protocols that ask for it. Accepted and remembered; tolk keeps
@@ -39,7 +44,13 @@ pub struct QueueOptions {
 
 impl Default for QueueOptions {
     fn default() -> Self {
-        QueueOptions { max_length: 100_000, auto_delete: false, durable: false, exclusive_owner: None }
+        QueueOptions {
+            max_length: 100_000,
+            max_length_bytes: 0,
+            auto_delete: false,
+            durable: false,
+            exclusive_owner: None,
+        }
     }
 }
 
@@ -111,6 +122,8 @@ struct Consumer {
 #[derive(Default)]
 struct State {
     ready: VecDeque<Waiting>,
+    /// What the ready and unacknowledged messages are charged, in bytes.
+    bytes: usize,
     unacked: HashMap<u64, Unacked, RandomState>,
     consumers: Vec<Consumer>,
     next_consumer: usize,
@@ -126,7 +139,7 @@ pub struct Queue {
     options: QueueOptions,
     default_credit: usize,
     state: Mutex<State>,
-    metrics: Arc<Metrics>,
+    budget: Arc<MemoryBudget>,
 }
 
 /// Why a push into a queue failed.
@@ -134,7 +147,8 @@ pub struct Queue {
 pub enum QueuePush {
     /// Accepted (waiting or already handed to a consumer).
     Accepted,
-    /// At `max_length`; the message was not taken.
+    /// At `max_length` or `max_length_bytes`, or the memory budget is used up; the message
+    /// was not taken (counted as `queue_full` or `memory_full`).
     Full,
     /// The queue was deleted.
     Deleted,
@@ -146,16 +160,21 @@ impl Queue {
         id: SessionId,
         options: QueueOptions,
         default_credit: usize,
-        metrics: Arc<Metrics>,
+        budget: Arc<MemoryBudget>,
     ) -> Self {
-        Queue {
-            name: name.into(),
-            id,
-            options,
-            default_credit: default_credit.max(1),
-            state: Mutex::default(),
-            metrics,
-        }
+        // The router resolves 0 to its default; a queue made directly has no byte limit.
+        let options = QueueOptions {
+            max_length_bytes: if options.max_length_bytes == 0 { usize::MAX / 4 } else { options.max_length_bytes },
+            ..options
+        };
+        Queue { name: name.into(), id, options, default_credit: default_credit.max(1), state: Mutex::default(), budget }
+    }
+
+    /// Gives back the bytes of a message that left the queue for good.
+    fn release(&self, state: &mut State, message: &Message) {
+        let cost = message_cost(message);
+        state.bytes -= cost;
+        self.budget.release(MemoryKind::Queue, cost);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -198,9 +217,27 @@ impl Queue {
         if state.deleted {
             return QueuePush::Deleted;
         }
-        if state.ready.len() >= self.options.max_length {
+        let cost = message_cost(&message);
+        let counters = self.budget.metrics().protocol(message.origin.protocol);
+        if state.ready.len() >= self.options.max_length || state.bytes + cost > self.options.max_length_bytes {
+            counters.dropped(DropReason::QueueFull, 1);
             return QueuePush::Full;
         }
+        // At-most-once takes only what the budget has room for; at-least-once is refused once
+        // the budget is used up, and otherwise charged whatever it costs (see `budget`).
+        let charged = match message.qos {
+            QoS::AtMostOnce => self.budget.try_charge(MemoryKind::Queue, cost),
+            _ if !self.budget.has_room(cost) => false,
+            _ => {
+                self.budget.charge(MemoryKind::Queue, cost);
+                true
+            }
+        };
+        if !charged {
+            counters.dropped(DropReason::MemoryFull, 1);
+            return QueuePush::Full;
+        }
+        state.bytes += cost;
         state.ready.push_back(Waiting { message, redelivered: false });
         self.dispatch(&mut state);
         QueuePush::Accepted
@@ -245,6 +282,9 @@ impl Queue {
             let id = Self::track(&mut state, &waiting.message, owner);
             QueueAck { queue: self.clone(), id }
         });
+        if settle.is_none() {
+            self.release(&mut state, &waiting.message);
+        }
         Some((waiting.message, waiting.redelivered, settle))
     }
 
@@ -266,7 +306,9 @@ impl Queue {
     pub fn purge(&self) -> usize {
         let mut state = self.lock();
         let n = state.ready.len();
-        state.ready.clear();
+        for waiting in std::mem::take(&mut state.ready) {
+            self.release(&mut state, &waiting.message);
+        }
         n
     }
 
@@ -279,6 +321,7 @@ impl Queue {
         state.ready.clear();
         state.unacked.clear();
         state.consumers.clear();
+        self.budget.release(MemoryKind::Queue, std::mem::take(&mut state.bytes));
         n
     }
 
@@ -288,8 +331,9 @@ impl Queue {
         if let Some(c) = state.consumers.iter_mut().find(|c| c.id == unacked.consumer) {
             c.in_flight = c.in_flight.saturating_sub(1);
         }
-        if let Settle::Requeue = how {
-            state.ready.push_front(Waiting { message: unacked.message, redelivered: true });
+        match how {
+            Settle::Requeue => state.ready.push_front(Waiting { message: unacked.message, redelivered: true }),
+            Settle::Ack | Settle::Discard => self.release(&mut state, &unacked.message),
         }
         self.dispatch(&mut state);
     }
@@ -315,7 +359,8 @@ impl Queue {
             if !w.message.is_expired(now) {
                 return Some(w);
             }
-            self.metrics.protocol(w.message.origin.protocol).dropped(DropReason::Expired, 1);
+            self.budget.metrics().protocol(w.message.origin.protocol).dropped(DropReason::Expired, 1);
+            self.release(state, &w.message);
         }
         None
     }
@@ -364,11 +409,15 @@ impl Queue {
 mod tests {
     use super::*;
     use crate::message::Origin;
-    use crate::outbox::{OutboxReceiver, outbox};
+    use crate::outbox::{OutboxLimits, OutboxReceiver, outbox};
     use tolk_metrics::Protocol;
 
+    fn test_budget() -> Arc<MemoryBudget> {
+        Arc::new(MemoryBudget::new(usize::MAX / 2, Default::default()))
+    }
+
     fn queue() -> Arc<Queue> {
-        Arc::new(Queue::new("q", SessionId(100), QueueOptions::default(), 8, Arc::new(Metrics::new())))
+        Arc::new(Queue::new("q", SessionId(100), QueueOptions::default(), 8, test_budget()))
     }
 
     fn msg(n: u8) -> Arc<Message> {
@@ -379,7 +428,7 @@ mod tests {
     }
 
     fn consumer(q: &Arc<Queue>, credit: usize) -> (ConsumerId, OutboxReceiver) {
-        let (tx, rx) = outbox(SessionId(7), Protocol::Amqp, 4);
+        let (tx, rx) = outbox(SessionId(7), Protocol::Amqp, OutboxLimits::count(4), test_budget());
         let id = q.add_consumer(ConsumerOptions { outbox: tx, credit, max_qos: QoS::ExactlyOnce, tag: 0 });
         (id, rx)
     }
@@ -454,7 +503,7 @@ mod tests {
             SessionId(1),
             QueueOptions { max_length: 1, ..Default::default() },
             8,
-            Arc::new(Metrics::new()),
+            test_budget(),
         ));
         assert_eq!(q.push(msg(1)), QueuePush::Accepted);
         assert_eq!(q.push(msg(2)), QueuePush::Full);

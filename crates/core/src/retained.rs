@@ -1,14 +1,18 @@
 //! The retained-message store: the last retained message per topic, handed to new subscribers
 //! (MQTT retain, WS-N GetCurrentMessage).
+//!
+//! Kept in a topic trie, so that a wildcard subscription walks only the branches its filter
+//! reaches (`sensors/+/temp` does not visit `logs/…`) and never scans the whole store under
+//! its lock. Bounded by topic count, by bytes, and by the broker's memory budget.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use foldhash::fast::RandomState;
+use tolk_metrics::MemoryKind;
 
+use crate::budget::{MemoryBudget, message_cost};
 use crate::message::Message;
-use crate::topic;
+use crate::trie::Trie;
 
 /// What storing a retained message did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,52 +21,103 @@ pub enum RetainOutcome {
     Stored,
     /// An empty payload removed the topic's retained message (MQTT-3.3.1-10).
     Cleared,
-    /// The store is at its topic limit and this was a new topic; not stored.
+    /// The store is at its topic or byte limit, or the memory budget is used up; not stored.
     Full,
 }
 
-/// Retained messages by topic, bounded in count.
+/// How much the store may hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RetainedLimits {
+    pub(crate) max_topics: usize,
+    pub(crate) max_bytes: usize,
+}
+
+struct Store {
+    messages: Trie<Arc<Message>>,
+    bytes: usize,
+}
+
+/// Retained messages by topic.
 pub(crate) struct RetainedStore {
-    messages: RwLock<HashMap<String, Arc<Message>, RandomState>>,
-    max_topics: usize,
+    store: RwLock<Store>,
+    limits: RetainedLimits,
+    budget: Arc<MemoryBudget>,
 }
 
 impl RetainedStore {
-    pub(crate) fn new(max_topics: usize) -> Self {
-        RetainedStore { messages: RwLock::default(), max_topics }
+    pub(crate) fn new(limits: RetainedLimits, budget: Arc<MemoryBudget>) -> Self {
+        RetainedStore { store: RwLock::new(Store { messages: Trie::default(), bytes: 0 }), limits, budget }
     }
 
     /// Stores, replaces or (with an empty payload) clears the topic's retained message.
     pub(crate) fn store(&self, message: &Arc<Message>) -> RetainOutcome {
-        let mut map = self.messages.write().unwrap_or_else(|e| e.into_inner());
+        let mut store = self.store.write().unwrap_or_else(|e| e.into_inner());
+        let mut old_cost = 0;
+        // Take the old message out first, so that replacing one is judged on the difference.
+        store.messages.remove(&message.topic, |old| {
+            old_cost = message_cost(old);
+            true
+        });
+        store.bytes -= old_cost;
+        self.budget.release(MemoryKind::Retained, old_cost);
         if message.payload.is_empty() {
-            map.remove(&message.topic);
             return RetainOutcome::Cleared;
         }
-        if let Some(slot) = map.get_mut(&message.topic) {
-            *slot = message.clone();
-            return RetainOutcome::Stored;
-        }
-        if map.len() >= self.max_topics {
+        let cost = message_cost(message);
+        let fits = store.messages.len() < self.limits.max_topics && store.bytes + cost <= self.limits.max_bytes;
+        if !fits || !self.budget.try_charge(MemoryKind::Retained, cost) {
             return RetainOutcome::Full;
         }
-        map.insert(message.topic.clone(), message.clone());
+        store.bytes += cost;
+        store.messages.upsert(&message.topic, message.clone(), |_| true);
         RetainOutcome::Stored
     }
 
-    /// Retained messages whose topic matches `filter`, expired ones left out. An exact filter
-    /// is one lookup; a wildcard filter scans the store.
+    /// Retained messages whose topic matches `filter`, expired ones left out. The walk visits
+    /// only what the filter can reach: one path for an exact filter.
     pub(crate) fn matching(&self, filter: &str) -> Vec<Arc<Message>> {
         let now = Instant::now();
-        let map = self.messages.read().unwrap_or_else(|e| e.into_inner());
-        let live = |m: &&Arc<Message>| !m.is_expired(now);
-        if !topic::has_wildcard(filter) {
-            return map.get(filter).filter(live).cloned().into_iter().collect();
-        }
-        map.iter().filter(|(t, _)| topic::matches(filter, t)).map(|(_, m)| m).filter(live).cloned().collect()
+        let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        store.messages.for_each_matched_by(filter, |m| {
+            if !m.is_expired(now) {
+                out.push(m.clone());
+            }
+        });
+        out
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.messages.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.store.read().unwrap_or_else(|e| e.into_inner()).messages.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Origin, SessionId};
+    use tolk_metrics::{Metrics, Protocol};
+
+    fn message(topic: &str, payload: &'static [u8]) -> Arc<Message> {
+        let origin = Origin { protocol: Protocol::Mqtt, session: SessionId(1), client_id: "c".into() };
+        Arc::new(Message::new(topic, payload, origin))
+    }
+
+    #[test]
+    fn bytes_are_bounded_and_replacing_is_judged_on_the_difference() {
+        let metrics = Arc::new(Metrics::new());
+        let one = message_cost(&message("a/1", b"xxxx"));
+        let limits = RetainedLimits { max_topics: 100, max_bytes: 2 * one };
+        let store = RetainedStore::new(limits, Arc::new(MemoryBudget::new(1 << 30, metrics.clone())));
+        assert_eq!(store.store(&message("a/1", b"xxxx")), RetainOutcome::Stored);
+        assert_eq!(store.store(&message("a/2", b"yyyy")), RetainOutcome::Stored);
+        assert_eq!(store.store(&message("a/3", b"zzzz")), RetainOutcome::Full, "over max_bytes");
+        assert_eq!(store.store(&message("a/2", b"wwww")), RetainOutcome::Stored, "a replacement fits");
+        assert_eq!(metrics.memory().held(MemoryKind::Retained), 2 * one);
+        assert_eq!(store.matching("a/+").len(), 2);
+        assert_eq!(store.matching("#").len(), 2);
+        assert_eq!(store.store(&message("a/1", b"")), RetainOutcome::Cleared);
+        assert_eq!(metrics.memory().held(MemoryKind::Retained), one);
+        assert_eq!(store.matching("a/1").len(), 0);
     }
 }

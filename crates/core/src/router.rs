@@ -11,30 +11,57 @@ use std::time::{Duration, Instant};
 
 use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
-use tolk_metrics::{DropReason, Metrics, Protocol};
+use tolk_metrics::{DropReason, MemoryKind, Metrics, Protocol};
 
+use crate::budget::{MemoryBudget, message_cost};
 use crate::message::{Message, QoS, SessionId};
-use crate::outbox::{Delivery, Outbox, OutboxReceiver, PushOutcome, outbox};
+use crate::outbox::{Delivery, Outbox, OutboxLimits, OutboxReceiver, PushOutcome, outbox};
 use crate::queue::{Queue, QueueOptions, QueuePush};
-use crate::retained::{RetainOutcome, RetainedStore};
-use crate::topic::{self, TopicError};
+use crate::retained::{RetainOutcome, RetainedLimits, RetainedStore};
+use crate::topic::{self, TopicError, TopicLimits};
 use crate::trie::Trie;
 
 /// Sizes of the router's bounded structures. Part of the broker's `[core]` configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RouterConfig {
-    /// Deliveries waiting per session before at-most-once messages are dropped and a connected
-    /// session that still receives at-least-once messages is closed as a slow consumer. Also the
-    /// offline queue length of a persistent session.
+    /// Bytes that everything holding messages may use together: outboxes, offline sessions,
+    /// named queues, retained messages and pull points, counted per holder (a message waiting
+    /// for three subscribers counts three times). When it is used up, at-most-once messages
+    /// are dropped (`memory_full`) and at-least-once publishers are refused with their
+    /// protocol's signal. 128 MiB leaves a 1 GB Raspberry Pi room for the OS and other
+    /// services; raise it on a server.
+    pub memory_budget_bytes: usize,
+    /// Deliveries waiting per connected session before at-most-once messages are dropped and
+    /// publishers of at-least-once messages are held back (then the session is closed as a
+    /// slow consumer).
     pub outbox_capacity: usize,
+    /// The same limit in bytes (payload, topic, properties and 384 bytes of overhead per
+    /// message): 8 MiB lets a slow reader fall behind by thousands of sensor readings, while
+    /// 1 MiB messages stop after eight.
+    pub outbox_max_bytes: usize,
+    /// Bytes an offline persistent session keeps (MQTT clean-session off, MQTT-SN). Beyond it,
+    /// at-least-once messages for it are refused (MQTT 5 publishers get 0x97, AMQP a nack,
+    /// STOMP an ERROR) or, where the publisher's protocol cannot be told, dropped, counted
+    /// (`queue_full`) and logged. 4 MiB holds an hour of one message a second of up to ~700
+    /// bytes.
+    pub offline_max_bytes: usize,
     /// Most messages waiting in a named queue (AMQP queue, STOMP `/queue/`, MQTT `$share` group).
     pub queue_max_length: usize,
+    /// Most bytes held by one named queue (RabbitMQ's `max-length-bytes`).
+    pub queue_max_bytes: usize,
     /// Unacknowledged deliveries per queue consumer when its protocol asks for "unlimited"
     /// (AMQP prefetch 0, STOMP auto ack).
     pub consumer_credit: usize,
     /// Most topics with a retained message; new retained topics beyond it are not stored.
     pub retained_max_topics: usize,
+    /// Most bytes of retained messages; new retained messages beyond it are not stored.
+    pub retained_max_bytes: usize,
+    /// Most levels in a topic name or filter (EMQX's default, 128). Deeper topics are refused
+    /// with each protocol's own error.
+    pub max_topic_levels: usize,
+    /// Most bytes in a topic name or filter, at most MQTT's 65,535.
+    pub max_topic_bytes: usize,
     /// How long a publisher is held back (its connection stops reading) while an at-least-once
     /// subscriber it publishes to has a full outbox. A subscriber still full after this is
     /// closed as a slow consumer. MQTT-SN and WS-N publishers are not held back.
@@ -44,11 +71,19 @@ pub struct RouterConfig {
 
 impl Default for RouterConfig {
     fn default() -> Self {
+        const MIB: usize = 1024 * 1024;
         RouterConfig {
+            memory_budget_bytes: 128 * MIB,
             outbox_capacity: 1024,
+            outbox_max_bytes: 8 * MIB,
+            offline_max_bytes: 4 * MIB,
             queue_max_length: 100_000,
+            queue_max_bytes: 16 * MIB,
             consumer_credit: 256,
             retained_max_topics: 100_000,
+            retained_max_bytes: 32 * MIB,
+            max_topic_levels: TopicLimits::default().max_levels,
+            max_topic_bytes: TopicLimits::default().max_bytes,
             slow_consumer_grace: Duration::from_secs(5),
         }
     }
@@ -112,8 +147,12 @@ pub struct PublishOutcome {
     pub delivered: usize,
     /// Deliveries dropped because a subscriber could not take them (counted in metrics).
     pub dropped: usize,
-    /// Named queues that refused the message because they were full.
+    /// Holders that refused the message: full named queues, offline sessions at their byte
+    /// limit, a full retained store, or (with [`PublishOutcome::memory_full`]) the whole
+    /// broker. Tell the publisher where its protocol can (MQTT 5 0x97, AMQP nack, STOMP ERROR).
     pub refused: usize,
+    /// The memory budget was used up and this at-least-once message was not routed at all.
+    pub memory_full: bool,
 }
 
 /// Errors from queue declarations.
@@ -140,6 +179,7 @@ struct Inner {
     retained: RetainedStore,
     next_id: AtomicU64,
     metrics: Arc<Metrics>,
+    budget: Arc<MemoryBudget>,
     config: RouterConfig,
 }
 
@@ -148,16 +188,52 @@ struct Inner {
 pub struct Router(Arc<Inner>);
 
 impl Router {
-    /// A router with the given limits, recording into `metrics`.
+    /// A router with the given limits, recording into `metrics`. Puts the topic limits in
+    /// force for the process (see [`topic::set_limits`]).
     pub fn new(config: RouterConfig, metrics: Arc<Metrics>) -> Router {
+        topic::set_limits(TopicLimits { max_levels: config.max_topic_levels, max_bytes: config.max_topic_bytes });
+        let budget = Arc::new(MemoryBudget::new(config.memory_budget_bytes, metrics.clone()));
+        let retained_limits =
+            RetainedLimits { max_topics: config.retained_max_topics, max_bytes: config.retained_max_bytes };
         Router(Arc::new(Inner {
             subscriptions: RwLock::default(),
             queues: Mutex::default(),
-            retained: RetainedStore::new(config.retained_max_topics),
+            retained: RetainedStore::new(retained_limits, budget.clone()),
             next_id: AtomicU64::new(1),
             metrics,
+            budget,
             config,
         }))
+    }
+
+    /// The memory budget every holder of messages draws from.
+    pub fn budget(&self) -> &Arc<MemoryBudget> {
+        &self.0.budget
+    }
+
+    /// An outbox for a holder that is not a session (a WS-N pull point or push consumer),
+    /// owned by `id`: the session limits, with `capacity` deliveries and `max_bytes`, charged
+    /// as `kind`.
+    pub fn outbox(
+        &self,
+        id: SessionId,
+        protocol: Protocol,
+        capacity: usize,
+        max_bytes: usize,
+        kind: MemoryKind,
+    ) -> (Outbox, OutboxReceiver) {
+        let limits = OutboxLimits { capacity, max_bytes, kind, ..self.session_limits() };
+        outbox(id, protocol, limits, self.0.budget.clone())
+    }
+
+    fn session_limits(&self) -> OutboxLimits {
+        let config = &self.0.config;
+        OutboxLimits {
+            capacity: config.outbox_capacity,
+            max_bytes: config.outbox_max_bytes,
+            offline_max_bytes: config.offline_max_bytes,
+            kind: MemoryKind::Outbox,
+        }
     }
 
     /// The broker's metrics.
@@ -191,7 +267,7 @@ impl Router {
     /// its subscriptions and queue consumers when the [`Session`] is dropped.
     pub fn open_session(&self, protocol: Protocol) -> Session {
         let id = self.next_session_id();
-        let (_, receiver) = outbox(id, protocol, self.0.config.outbox_capacity);
+        let (_, receiver) = outbox(id, protocol, self.session_limits(), self.0.budget.clone());
         Session { id, protocol, router: self.clone(), receiver, consumers: Vec::new(), congestion: Mutex::default() }
     }
 
@@ -242,10 +318,21 @@ impl Router {
     /// delivery over their capacity.
     fn route(&self, message: Arc<Message>, congested: &mut Vec<Outbox>) -> PublishOutcome {
         let metrics = &self.0.metrics;
-        if message.retain && self.0.retained.store(&message) == RetainOutcome::Full {
-            metrics.protocol(message.origin.protocol).dropped(DropReason::QueueFull, 1);
-        }
         let mut outcome = PublishOutcome::default();
+        let at_least_once = message.qos != QoS::AtMostOnce;
+        if at_least_once && !self.0.budget.has_room(message_cost(&message)) {
+            // Refused whole, before anything holds it: one message never half-routes.
+            metrics.protocol(message.origin.protocol).dropped(DropReason::MemoryFull, 1);
+            outcome.refused += 1;
+            outcome.memory_full = true;
+            return outcome;
+        }
+        if message.retain && self.0.retained.store(&message) == RetainOutcome::Full {
+            metrics.protocol(message.origin.protocol).dropped(DropReason::MemoryFull, 1);
+            if at_least_once {
+                outcome.refused += 1;
+            }
+        }
         let now = Instant::now();
         let subs = self.read();
         subs.trie.for_each_match(&message.topic, |s| {
@@ -271,19 +358,25 @@ impl Router {
                             outcome.delivered += 1;
                             congested.push(outbox.clone());
                         }
-                        PushOutcome::Dropped | PushOutcome::Overflowed => {
+                        PushOutcome::Dropped(reason) => {
+                            outcome.dropped += 1;
+                            metrics.protocol(outbox.protocol()).dropped(reason, 1);
+                        }
+                        PushOutcome::Overflowed => {
                             outcome.dropped += 1;
                             metrics.protocol(outbox.protocol()).dropped(DropReason::OutboxFull, 1);
+                        }
+                        PushOutcome::Refused => {
+                            outcome.refused += 1;
+                            metrics.protocol(outbox.protocol()).dropped(DropReason::QueueFull, 1);
                         }
                         PushOutcome::Closed => {}
                     }
                 }
                 Target::Queue(queue) => match queue.push(message.clone()) {
                     QueuePush::Accepted => outcome.delivered += 1,
-                    QueuePush::Full => {
-                        outcome.refused += 1;
-                        metrics.protocol(message.origin.protocol).dropped(DropReason::QueueFull, 1);
-                    }
+                    // Counted by the queue.
+                    QueuePush::Full => outcome.refused += 1,
                     QueuePush::Deleted => {}
                 },
             }
@@ -307,6 +400,9 @@ impl Router {
         if options.max_length == 0 {
             options.max_length = self.0.config.queue_max_length;
         }
+        if options.max_length_bytes == 0 {
+            options.max_length_bytes = self.0.config.queue_max_bytes;
+        }
         let mut queues = self.queues();
         if let Some(existing) = queues.get(name) {
             let theirs = existing.options();
@@ -321,7 +417,7 @@ impl Router {
             return Ok((existing.clone(), false));
         }
         let id = self.next_session_id();
-        let queue = Arc::new(Queue::new(name, id, options, self.0.config.consumer_credit, self.0.metrics.clone()));
+        let queue = Arc::new(Queue::new(name, id, options, self.0.config.consumer_credit, self.0.budget.clone()));
         queues.insert(name.to_owned(), queue.clone());
         Ok((queue, true))
     }

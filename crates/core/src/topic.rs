@@ -3,10 +3,52 @@
 //! matches the parent and any number of levels below; topics starting with `$` are not matched
 //! by a filter whose first level is a wildcard (MQTT 3.1.1 §4.7, MQTT-4.7.2-1).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// Longest topic or filter accepted, in bytes (MQTT's UTF-8 string limit, MQTT-4.7.3-3).
+/// Longest topic or filter any protocol can carry, in bytes (MQTT's UTF-8 string limit,
+/// MQTT-4.7.3-3); [`TopicLimits::max_bytes`] may only lower it.
 pub const MAX_TOPIC_LEN: usize = 65_535;
+
+/// How long and how deep a topic name or filter may be. Every front end checks its topics
+/// against these before they reach the trie, so one limit protects every protocol; each
+/// answers an over-limit topic with its own refusal (SUBACK failure, MQTT-SN return code,
+/// STOMP ERROR, AMQP channel close, WS-N InvalidTopicExpressionFault).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TopicLimits {
+    /// Most levels (`/`-separated parts) in a topic or filter. 128 is EMQX's default: real
+    /// topic trees are under 10 levels deep, and a filter of thousands of levels is an attack
+    /// on the matcher's time and memory.
+    pub max_levels: usize,
+    /// Most bytes in a topic or filter, at most 65,535 (MQTT's own limit, the default).
+    pub max_bytes: usize,
+}
+
+impl Default for TopicLimits {
+    fn default() -> Self {
+        TopicLimits { max_levels: 128, max_bytes: MAX_TOPIC_LEN }
+    }
+}
+
+/// The limits in force for the whole process. Topic validity is checked in every front end,
+/// often deep in translation code that has no router at hand, and one broker process has one
+/// topic space; so the limits are process-wide, set once at start by [`set_limits`].
+static MAX_LEVELS: AtomicUsize = AtomicUsize::new(128);
+static MAX_BYTES: AtomicUsize = AtomicUsize::new(MAX_TOPIC_LEN);
+
+/// Puts `limits` in force for every later check (the router does this when it is made).
+pub fn set_limits(limits: TopicLimits) {
+    MAX_LEVELS.store(limits.max_levels.max(1), Ordering::Relaxed);
+    MAX_BYTES.store(limits.max_bytes.clamp(1, MAX_TOPIC_LEN), Ordering::Relaxed);
+}
+
+/// The limits in force.
+pub fn limits() -> TopicLimits {
+    TopicLimits { max_levels: MAX_LEVELS.load(Ordering::Relaxed), max_bytes: MAX_BYTES.load(Ordering::Relaxed) }
+}
 
 /// Why a topic name or filter was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -14,9 +56,12 @@ pub enum TopicError {
     /// Topics and filters must have at least one character (MQTT-4.7.3-1).
     #[error("topic is empty")]
     Empty,
-    /// Longer than [`MAX_TOPIC_LEN`].
-    #[error("topic is {0} bytes long, the limit is 65535")]
-    TooLong(usize),
+    /// Longer than the configured [`TopicLimits::max_bytes`].
+    #[error("topic is {0} bytes long, the limit is {1}")]
+    TooLong(usize, usize),
+    /// More levels than the configured [`TopicLimits::max_levels`].
+    #[error("topic has {0} levels, the limit is {1}")]
+    TooDeep(usize, usize),
     /// U+0000 is forbidden in MQTT strings (MQTT-1.5.3-2).
     #[error("topic contains a NUL character")]
     ContainsNul,
@@ -32,8 +77,17 @@ fn check_common(s: &str) -> Result<(), TopicError> {
     if s.is_empty() {
         return Err(TopicError::Empty);
     }
-    if s.len() > MAX_TOPIC_LEN {
-        return Err(TopicError::TooLong(s.len()));
+    let limits = limits();
+    if s.len() > limits.max_bytes {
+        return Err(TopicError::TooLong(s.len(), limits.max_bytes));
+    }
+    // Counting separators is one pass over bytes; it stops early on a hostile topic.
+    let mut levels = 1;
+    for _ in s.bytes().filter(|&b| b == b'/') {
+        levels += 1;
+        if levels > limits.max_levels {
+            return Err(TopicError::TooDeep(s.bytes().filter(|&b| b == b'/').count() + 1, limits.max_levels));
+        }
     }
     if s.contains('\0') {
         return Err(TopicError::ContainsNul);
@@ -107,7 +161,9 @@ mod tests {
         assert_eq!(validate_filter("a/#/b"), Err(TopicError::MisplacedWildcard('#')));
         assert_eq!(validate_filter("a/b#"), Err(TopicError::MisplacedWildcard('#')));
         assert_eq!(validate_filter("a+/b"), Err(TopicError::MisplacedWildcard('+')));
-        assert_eq!(validate_name(&"x".repeat(65_536)), Err(TopicError::TooLong(65_536)));
+        assert_eq!(validate_name(&"x".repeat(65_536)), Err(TopicError::TooLong(65_536, 65_535)));
+        assert_eq!(validate_filter(&vec!["a"; 12_000].join("/")), Err(TopicError::TooDeep(12_000, 128)));
+        assert!(validate_name(&vec!["a"; 128].join("/")).is_ok());
     }
 
     #[test]

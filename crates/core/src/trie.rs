@@ -1,12 +1,17 @@
 //! The subscription trie: filters stored level by level so that matching a topic costs one
 //! hash lookup per level plus the wildcard branches, whatever the number of subscriptions.
 //!
+//! Every operation is a loop over levels, never a recursion: a filter's depth is chosen by a
+//! client, and a recursion as deep as a 12,000-level filter overflows the stack and aborts the
+//! whole broker. Dropping a deep branch is iterative too (see `Drop for Node`).
+//!
 //! Generic over the stored value so it can be tested against the reference matcher in
 //! [`crate::topic`] without any routing machinery.
 
 use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
+use smallvec::SmallVec;
 
 /// One level of the trie.
 struct Node<V> {
@@ -31,6 +36,44 @@ impl<V> Node<V> {
     fn is_empty(&self) -> bool {
         self.children.is_empty() && self.plus.is_none() && self.hash.is_empty() && self.exact.is_empty()
     }
+
+    /// The child for one filter level, if present.
+    fn child(&self, level: &str) -> Option<&Node<V>> {
+        match level {
+            "+" => self.plus.as_deref(),
+            _ => self.children.get(level),
+        }
+    }
+
+    fn child_mut(&mut self, level: &str) -> Option<&mut Node<V>> {
+        match level {
+            "+" => self.plus.as_deref_mut(),
+            _ => self.children.get_mut(level),
+        }
+    }
+
+    /// Whether this node holds nothing but the one child that a removal is about to prune.
+    fn is_only_a_link(&self) -> bool {
+        self.hash.is_empty() && self.exact.is_empty() && self.children.len() + usize::from(self.plus.is_some()) == 1
+    }
+}
+
+/// Takes a branch apart one node at a time: the default drop would recurse once per level.
+impl<V> Drop for Node<V> {
+    fn drop(&mut self) {
+        if self.children.is_empty() && self.plus.is_none() {
+            return;
+        }
+        let mut pending: Vec<Node<V>> = Vec::new();
+        let take = |node: &mut Node<V>, pending: &mut Vec<Node<V>>| {
+            pending.extend(node.children.drain().map(|(_, child)| child));
+            pending.extend(node.plus.take().map(|plus| *plus));
+        };
+        take(self, &mut pending);
+        while let Some(mut node) = pending.pop() {
+            take(&mut node, &mut pending);
+        }
+    }
 }
 
 /// Topic filters mapped to values, matched against topic names. Filters must be valid
@@ -46,6 +89,19 @@ impl<V> Default for Trie<V> {
     }
 }
 
+/// The levels of a filter that lead to its node, and whether its values live in that node's
+/// `#` list (the filter ended in `#`) or its exact list.
+fn path_of(filter: &str) -> (impl Iterator<Item = &str> + Clone, bool) {
+    let (path, hash) = match filter.strip_suffix('#') {
+        Some("") => ("", true),
+        Some(parent) if parent.ends_with('/') => (&parent[..parent.len() - 1], true),
+        _ => (filter, false),
+    };
+    // A filter that is only `#` has no path: its values sit in the root's `#` list.
+    let levels = path.split('/').take(if hash && filter == "#" { 0 } else { usize::MAX });
+    (levels, hash)
+}
+
 impl<V> Trie<V> {
     /// Number of values stored.
     pub fn len(&self) -> usize {
@@ -59,21 +115,15 @@ impl<V> Trie<V> {
 
     /// The value list for `filter`, creating the path to it.
     fn slot_mut(&mut self, filter: &str) -> &mut Vec<V> {
+        let (levels, hash) = path_of(filter);
         let mut node = &mut self.root;
-        let mut levels = filter.split('/').peekable();
-        while let Some(level) = levels.next() {
-            if level == "#" {
-                return &mut node.hash;
-            }
+        for level in levels {
             node = match level {
                 "+" => node.plus.get_or_insert_with(Default::default),
                 _ => node.children.entry(level.into()).or_default(),
             };
-            if levels.peek().is_none() {
-                return &mut node.exact;
-            }
         }
-        unreachable!("split yields at least one level")
+        if hash { &mut node.hash } else { &mut node.exact }
     }
 
     /// Adds `value` under `filter`, or replaces the first stored value for which `same` is true.
@@ -90,80 +140,160 @@ impl<V> Trie<V> {
 
     /// Removes the values under `filter` for which `remove` is true, pruning empty branches.
     /// Returns how many were removed.
-    pub fn remove(&mut self, filter: &str, remove: impl Fn(&V) -> bool) -> usize {
-        let levels: Vec<&str> = filter.split('/').collect();
-        let removed = Self::remove_at(&mut self.root, &levels, &remove);
-        self.len -= removed;
+    pub fn remove(&mut self, filter: &str, mut remove: impl FnMut(&V) -> bool) -> usize {
+        let (levels, hash) = path_of(filter);
+        let mut node = &mut self.root;
+        for level in levels.clone() {
+            match node.child_mut(level) {
+                Some(child) => node = child,
+                None => return 0,
+            }
+        }
+        let values = if hash { &mut node.hash } else { &mut node.exact };
+        let before = values.len();
+        values.retain(|v| !remove(v));
+        let removed = before - values.len();
+        if removed > 0 {
+            self.len -= removed;
+            self.prune(levels);
+        }
         removed
     }
 
-    fn remove_at(node: &mut Node<V>, levels: &[&str], remove: &impl Fn(&V) -> bool) -> usize {
-        let retain = |values: &mut Vec<V>| {
-            let before = values.len();
-            values.retain(|v| !remove(v));
-            before - values.len()
-        };
-        match levels {
-            [] => unreachable!("filters have at least one level"),
-            ["#"] => retain(&mut node.hash),
-            [level, rest @ ..] => {
-                let child = match *level {
-                    "+" => node.plus.as_deref_mut(),
-                    _ => node.children.get_mut(*level),
-                };
-                let Some(child) = child else { return 0 };
-                let removed =
-                    if rest.is_empty() { retain(&mut child.exact) } else { Self::remove_at(child, rest, remove) };
-                if child.is_empty() {
-                    match *level {
-                        "+" => node.plus = None,
-                        _ => {
-                            node.children.remove(*level);
-                        }
+    /// Cuts off the highest node on `levels`' path below which nothing else is stored.
+    fn prune<'f>(&mut self, levels: impl Iterator<Item = &'f str> + Clone) {
+        // First pass, read-only: the depth of the highest node whose subtree holds nothing
+        // but the path itself. Every node below it is a link with one child, and the last
+        // one is empty.
+        let mut cut = None;
+        let mut node = &self.root;
+        for (depth, level) in levels.clone().enumerate() {
+            let Some(child) = node.child(level) else { return };
+            if child.is_only_a_link() || child.is_empty() {
+                cut.get_or_insert(depth);
+            } else {
+                cut = None;
+            }
+            node = child;
+        }
+        if !node.is_empty() {
+            return;
+        }
+        let Some(cut) = cut else { return };
+        // Second pass: walk to the parent of the cut and detach it; its drop is iterative.
+        let mut node = &mut self.root;
+        for (depth, level) in levels.enumerate() {
+            if depth == cut {
+                match level {
+                    "+" => node.plus = None,
+                    _ => {
+                        node.children.remove(level);
                     }
                 }
-                removed
+                return;
+            }
+            match node.child_mut(level) {
+                Some(child) => node = child,
+                None => return,
             }
         }
     }
 
-    /// Calls `visit` for every value whose filter matches `topic`. Allocates nothing.
+    /// Calls `visit` for every value whose filter matches `topic`. Allocates nothing unless
+    /// more than 16 wildcard branches are pending at once.
     #[inline]
     pub fn for_each_match(&self, topic: &str, mut visit: impl FnMut(&V)) {
         // MQTT-4.7.2-1: a leading wildcard must not match a topic starting with '$'.
         let dollar = topic.starts_with('$');
-        Self::walk(&self.root, Some(topic), !dollar, &mut visit);
+        // Depth-first over (node, what is left of the topic, whether wildcards may match).
+        type Branch<'t, 'n, V> = (&'t Node<V>, Option<&'n str>, bool);
+        let mut pending: SmallVec<[Branch<'_, '_, V>; 16]> = SmallVec::new();
+        pending.push((&self.root, Some(topic), !dollar));
+        while let Some((node, rest, wildcards)) = pending.pop() {
+            if wildcards {
+                node.hash.iter().for_each(&mut visit);
+            }
+            let Some(rest) = rest else {
+                node.exact.iter().for_each(&mut visit);
+                continue;
+            };
+            let (level, tail) = match rest.split_once('/') {
+                Some((level, tail)) => (level, Some(tail)),
+                None => (rest, None),
+            };
+            if wildcards && let Some(plus) = &node.plus {
+                pending.push((plus, tail, true));
+            }
+            if let Some(child) = node.children.get(level) {
+                pending.push((child, tail, true));
+            }
+        }
     }
 
-    fn walk(node: &Node<V>, rest: Option<&str>, wildcards: bool, visit: &mut impl FnMut(&V)) {
-        if wildcards {
-            node.hash.iter().for_each(&mut *visit);
+    /// Calls `visit` for every value stored under a topic *name* that `filter` matches: the
+    /// reverse of [`Trie::for_each_match`], for stores keyed by names (retained messages).
+    /// Walks only the branches the filter can reach, and no deeper than the stored names.
+    pub fn for_each_matched_by(&self, filter: &str, mut visit: impl FnMut(&V)) {
+        enum Step<'t, 'f, V> {
+            /// Match what is left of the filter from this node (`top`: the root, where a
+            /// wildcard must not match a `$` level, MQTT-4.7.2-1).
+            Walk { node: &'t Node<V>, rest: &'f str, top: bool },
+            /// Every name below this node.
+            All(&'t Node<V>),
         }
-        let Some(rest) = rest else {
-            node.exact.iter().for_each(visit);
-            return;
-        };
-        let (level, tail) = match rest.split_once('/') {
-            Some((level, tail)) => (level, Some(tail)),
-            None => (rest, None),
-        };
-        if let Some(child) = node.children.get(level) {
-            Self::walk(child, tail, true, visit);
-        }
-        if wildcards && let Some(plus) = &node.plus {
-            Self::walk(plus, tail, true, visit);
+        let mut pending = vec![Step::Walk { node: &self.root, rest: filter, top: true }];
+        while let Some(step) = pending.pop() {
+            let (node, rest, top) = match step {
+                Step::All(node) => {
+                    node.exact.iter().for_each(&mut visit);
+                    pending.extend(node.children.values().map(Step::All));
+                    continue;
+                }
+                Step::Walk { node, rest, top } => (node, rest, top),
+            };
+            let (level, tail) = match rest.split_once('/') {
+                Some((level, tail)) => (level, Some(tail)),
+                None => (rest, None),
+            };
+            let visible = |name: &str| !(top && name.starts_with('$'));
+            match (level, tail) {
+                ("#", _) => {
+                    // `a/#` matches `a` itself as well as everything below it.
+                    node.exact.iter().for_each(&mut visit);
+                    pending.extend(node.children.iter().filter(|(n, _)| visible(n)).map(|(_, c)| Step::All(c)));
+                }
+                ("+", Some(tail)) => {
+                    pending.extend(node.children.iter().filter(|(n, _)| visible(n)).map(|(_, c)| Step::Walk {
+                        node: c,
+                        rest: tail,
+                        top: false,
+                    }))
+                }
+                ("+", None) => {
+                    for (_, child) in node.children.iter().filter(|(n, _)| visible(n)) {
+                        child.exact.iter().for_each(&mut visit);
+                    }
+                }
+                (name, tail) => {
+                    let Some(child) = node.children.get(name) else { continue };
+                    match tail {
+                        Some(tail) => pending.push(Step::Walk { node: child, rest: tail, top: false }),
+                        None => child.exact.iter().for_each(&mut visit),
+                    }
+                }
+            }
         }
     }
 
     /// Every stored value (for administrative listings), in no particular order.
     pub fn values(&self) -> Vec<&V> {
-        fn collect<'a, V>(node: &'a Node<V>, out: &mut Vec<&'a V>) {
-            out.extend(node.exact.iter().chain(node.hash.iter()));
-            node.plus.iter().for_each(|p| collect(p, out));
-            node.children.values().for_each(|c| collect(c, out));
-        }
         let mut out = Vec::with_capacity(self.len);
-        collect(&self.root, &mut out);
+        let mut pending = vec![&self.root];
+        while let Some(node) = pending.pop() {
+            out.extend(node.exact.iter().chain(node.hash.iter()));
+            pending.extend(node.plus.as_deref());
+            pending.extend(node.children.values());
+        }
         out
     }
 }
@@ -192,6 +322,46 @@ mod tests {
         assert_eq!(names("a/b"), ["#", "+/b", "a/#", "a/b"]);
         assert_eq!(names("$SYS/x"), ["$SYS/#"]);
         assert_eq!(names("$SYS"), ["$SYS/#"]);
+    }
+
+    /// A filter far deeper than any limit is stored, matched, removed and dropped without
+    /// recursion, on a thread with a small stack (the default drop and the old recursive walk
+    /// overflowed it).
+    #[test]
+    fn deep_filters_need_no_stack() {
+        let worker = std::thread::Builder::new().stack_size(128 * 1024);
+        let handle = worker.spawn(|| {
+            let deep = vec!["a"; 100_000].join("/");
+            let mut t = Trie::default();
+            t.upsert(&deep, ("deep".to_string(), 1), |_| false);
+            t.upsert(&format!("{deep}/#"), ("deep#".to_string(), 2), |_| false);
+            t.upsert("a/+/a", ("short".to_string(), 3), |_| false);
+            assert_eq!(matching(&t, &deep).len(), 2, "the filter and its parent's '#'");
+            assert_eq!(matching(&t, &format!("{deep}/a")).len(), 1);
+            assert_eq!(t.values().len(), 3);
+            assert_eq!(t.remove(&deep, |_| true), 1);
+            assert_eq!(t.remove(&format!("{deep}/#"), |_| true), 1);
+            assert_eq!(matching(&t, "a/b/a"), [("short".to_string(), 3)]);
+            t.upsert(&deep, ("again".to_string(), 4), |_| false);
+            drop(t);
+        });
+        handle.unwrap().join().unwrap();
+    }
+
+    #[test]
+    fn pruning_keeps_branches_that_hold_other_filters() {
+        let mut t = Trie::default();
+        for (i, f) in ["a/b/c/d", "a/b", "a/b/#", "a/+/c", "#"].iter().enumerate() {
+            t.upsert(f, (f.to_string(), i as u32), |_| false);
+        }
+        assert_eq!(t.remove("a/b/c/d", |_| true), 1);
+        assert_eq!(matching(&t, "a/b").len(), 3, "a/b, a/b/# and # survive");
+        assert_eq!(t.remove("a/b", |_| true), 1);
+        assert_eq!(t.remove("a/b/#", |_| true), 1);
+        assert_eq!(matching(&t, "a/x/c").len(), 2);
+        assert_eq!(t.remove("a/+/c", |_| true), 1);
+        assert_eq!(t.remove("#", |_| true), 1);
+        assert!(t.root.is_empty());
     }
 
     #[test]
@@ -228,6 +398,28 @@ mod tests {
     }
 
     proptest! {
+        /// Stored under names, values are found by every filter that the reference matcher
+        /// says matches their name, and by no other.
+        #[test]
+        fn reverse_walk_agrees_with_reference_matcher(
+            names in prop::collection::vec(topic(), 1..40),
+            filters in prop::collection::vec(filter(), 1..20),
+        ) {
+            let mut t = Trie::default();
+            for name in &names {
+                t.upsert(name, (name.clone(), 0), |_| true);
+            }
+            for f in &filters {
+                let mut found = Vec::new();
+                t.for_each_matched_by(f, |v| found.push(v.0.clone()));
+                found.sort();
+                let mut expected: Vec<String> = names.iter().filter(|n| matches(f, n)).cloned().collect();
+                expected.sort();
+                expected.dedup();
+                prop_assert_eq!(found, expected, "filter {:?}", f);
+            }
+        }
+
         /// The trie agrees with the reference matcher on random topics and filters, including
         /// empty levels, `$` levels, `+` and `#`.
         #[test]

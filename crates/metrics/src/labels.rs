@@ -88,6 +88,18 @@ label_enum! {
         /// A datagram the kernel dropped because the receiving socket's buffer was full (an
         /// MQTT-SN gateway falling behind); counted per datagram, whatever it carried.
         ReceiveBufferFull => "receive_buffer_full",
+        /// The broker's memory budget was full (see `[core] memory_budget_bytes`): at-most-once
+        /// messages are dropped, at-least-once publishers refused.
+        MemoryFull => "memory_full",
+        /// Still queued for a session when it went away for good (a clean session closed, a
+        /// persistent session expired or was taken over as clean).
+        SessionEnded => "session_ended",
+        /// Input that could not be decoded or was not allowed (an MQTT-SN datagram that is not
+        /// a packet, a topic over the limits), counted where no connection can be closed.
+        Malformed => "malformed",
+        /// A message that came back to the broker that sent it (a WS-N consumer address that
+        /// is the broker itself under another name).
+        Loop => "loop",
     }
 }
 
@@ -112,5 +124,27 @@ label_enum! {
         IoError => "io_error",
         /// The broker is shutting down.
         Shutdown => "shutdown",
+        /// No bytes from the client for the listener's longest allowed silence (asked-for
+        /// keep-alive 0 or heart-beat 0 included), or no complete handshake in time.
+        IdleTimeout => "idle_timeout",
+        /// The broker's memory budget was full and the client's at-least-once publish could not
+        /// be refused any other way (MQTT 3.1.1 has no negative PUBACK).
+        MemoryFull => "memory_full",
+    }
+}
+
+label_enum! {
+    /// What holds bytes counted against the broker's memory budget.
+    MemoryKind {
+        /// Deliveries waiting in the outboxes of connected sessions.
+        Outbox => "outbox",
+        /// Deliveries kept for offline persistent sessions.
+        Offline => "offline",
+        /// Messages in named queues (AMQP queues, STOMP `/queue/`, MQTT `$share` groups).
+        Queue => "queue",
+        /// Retained messages.
+        Retained => "retained",
+        /// Messages waiting in WS-N pull points.
+        PullPoint => "pullpoint",
     }
 }

@@ -1,11 +1,11 @@
 //! The broker-wide metrics registry: arrays of atomics indexed by closed label sets.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::histogram::LatencyHistogram;
-use crate::labels::{CloseReason, DropReason, Hop, Protocol};
+use crate::labels::{CloseReason, DropReason, Hop, MemoryKind, Protocol};
 
 const P: usize = Protocol::COUNT;
 
@@ -55,6 +55,40 @@ impl ProtocolCounters {
 pub struct Metrics {
     latency: Box<[OnceLock<Box<LatencyHistogram>>]>,
     protocols: [ProtocolCounters; P],
+    memory: MemoryGauges,
+}
+
+/// Bytes held against the broker's memory budget, by holder. The budget itself (its limit and
+/// policy) lives in the core; the counts live here so that `/metrics` shows them.
+#[derive(Default)]
+pub struct MemoryGauges {
+    held: [AtomicUsize; MemoryKind::COUNT],
+    /// The configured budget, in bytes (0 until the core sets it).
+    pub limit: AtomicUsize,
+}
+
+impl MemoryGauges {
+    /// Bytes held by `kind` now.
+    pub fn held(&self, kind: MemoryKind) -> usize {
+        self.held[kind.index()].load(Relaxed)
+    }
+
+    /// Bytes held by every kind together.
+    pub fn total(&self) -> usize {
+        self.held.iter().map(|h| h.load(Relaxed)).sum()
+    }
+
+    /// Counts `bytes` more held by `kind`.
+    #[inline]
+    pub fn add(&self, kind: MemoryKind, bytes: usize) {
+        self.held[kind.index()].fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts `bytes` released by `kind`.
+    #[inline]
+    pub fn sub(&self, kind: MemoryKind, bytes: usize) {
+        self.held[kind.index()].fetch_sub(bytes, Relaxed);
+    }
 }
 
 impl Default for Metrics {
@@ -66,7 +100,11 @@ impl Default for Metrics {
 impl Metrics {
     /// An empty registry.
     pub fn new() -> Self {
-        Self { latency: (0..Hop::COUNT * P * P).map(|_| OnceLock::new()).collect(), protocols: Default::default() }
+        Self {
+            latency: (0..Hop::COUNT * P * P).map(|_| OnceLock::new()).collect(),
+            protocols: Default::default(),
+            memory: MemoryGauges::default(),
+        }
     }
 
     fn slot(hop: Hop, from: Protocol, to: Protocol) -> usize {
@@ -88,6 +126,12 @@ impl Metrics {
     /// The histogram for a combination if anything was ever recorded there.
     pub fn latency_if_used(&self, hop: Hop, from: Protocol, to: Protocol) -> Option<&LatencyHistogram> {
         self.latency[Self::slot(hop, from, to)].get().map(|b| &**b)
+    }
+
+    /// Bytes held against the memory budget.
+    #[inline]
+    pub fn memory(&self) -> &MemoryGauges {
+        &self.memory
     }
 
     /// Per-protocol counters.

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use serde::Serialize;
 
 use crate::histogram::HistogramSnapshot;
-use crate::labels::{CloseReason, DropReason, Hop, Protocol};
+use crate::labels::{CloseReason, DropReason, Hop, MemoryKind, Protocol};
 use crate::registry::Metrics;
 
 /// Prometheus bucket boundaries are the powers of two from 2^10 ns (1.024 µs) to 2^35 ns
@@ -144,6 +144,14 @@ impl Metrics {
                 let _ = writeln!(out, "tolk_messages_dropped_total{{protocol=\"{p}\",reason=\"{r}\"}} {n}");
             }
         }
+        out.push_str("# HELP tolk_memory_bytes Bytes held against the memory budget, by holder.\n");
+        out.push_str("# TYPE tolk_memory_bytes gauge\n");
+        for &k in MemoryKind::ALL {
+            let _ = writeln!(out, "tolk_memory_bytes{{kind=\"{k}\"}} {}", self.memory().held(k));
+        }
+        out.push_str("# HELP tolk_memory_limit_bytes The memory budget ([core] memory_budget_bytes).\n");
+        out.push_str("# TYPE tolk_memory_limit_bytes gauge\n");
+        let _ = writeln!(out, "tolk_memory_limit_bytes {}", self.memory().limit.load(Relaxed));
         out.push_str("# HELP tolk_connections_closed_total Connections closed, by reason.\n");
         out.push_str("# TYPE tolk_connections_closed_total counter\n");
         for &p in Protocol::ALL {

@@ -16,6 +16,10 @@ pub struct MqttConfig {
     pub bind: SocketAddr,
     /// Most simultaneous MQTT connections; more are accepted and closed at once.
     pub max_connections: usize,
+    /// Most simultaneous connections from one IP address, so that one host cannot take every
+    /// slot. A device needs one or two; raise it for many clients behind one NAT or a load
+    /// generator on one machine.
+    pub max_connections_per_address: usize,
     /// Largest packet accepted from a client, fixed header included, in bytes. A bigger packet
     /// closes the connection (MQTT 5: DISCONNECT 0x95 "packet too large"). Advertised to MQTT 5
     /// clients as Maximum Packet Size.
@@ -44,8 +48,10 @@ pub struct MqttConfig {
     /// specification keeps them forever; a gateway must not, so they expire after this.
     #[serde(with = "humantime_serde")]
     pub v3_session_expiry: Duration,
-    /// Longest keep-alive granted to MQTT 5 clients, in seconds; a client asking for more (or for
-    /// none) is told this value as Server Keep Alive. 0 lets the client choose.
+    /// Longest keep-alive granted, in seconds. An MQTT 5 client asking for more (or for none)
+    /// is told this value as Server Keep Alive; an MQTT 3.1.1 client cannot be told, and is
+    /// closed after one and a half times this much silence. One hour bounds how long a silent
+    /// socket can hold a connection slot; 0 lets clients choose, keep-alive 0 included.
     pub max_keep_alive_secs: u16,
     /// Time a new connection has to send its CONNECT before it is closed.
     #[serde(with = "humantime_serde")]
@@ -66,6 +72,7 @@ impl Default for MqttConfig {
             enabled: true,
             bind: SocketAddr::from(([0, 0, 0, 0], default_port())),
             max_connections: 10_000,
+            max_connections_per_address: 100,
             max_packet_size_bytes: 1024 * 1024,
             receive_maximum: 64,
             max_inflight: 64,
@@ -74,7 +81,7 @@ impl Default for MqttConfig {
             max_sessions: 50_000,
             max_session_expiry: Duration::from_secs(24 * 3600),
             v3_session_expiry: Duration::from_secs(24 * 3600),
-            max_keep_alive_secs: 0,
+            max_keep_alive_secs: 3600,
             connect_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(30),
         }

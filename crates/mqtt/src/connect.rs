@@ -103,9 +103,12 @@ pub fn plan(
     let mut keep_alive = connect.keep_alive;
     let mut server_keep_alive = None;
     let cap = config.max_keep_alive_secs;
-    if version == Version::V5 && cap > 0 && (keep_alive == 0 || keep_alive > cap) {
+    if cap > 0 && (keep_alive == 0 || keep_alive > cap) {
+        // MQTT 5 clients are told (Server Keep Alive); 3.1.1 has no way to tell them, so the
+        // cap only bounds how long they may stay silent: a connection asking for no keep-alive
+        // cannot hold its slot forever.
         keep_alive = cap;
-        server_keep_alive = Some(cap);
+        server_keep_alive = (version == Version::V5).then_some(cap);
     }
     Ok(ConnectPlan {
         client_id: client_id.into(),
@@ -142,12 +145,18 @@ mod tests {
     }
 
     #[test]
-    fn keep_alive_is_one_and_a_half_times_and_capped_for_v5() {
+    fn keep_alive_is_one_and_a_half_times_and_capped_silently_for_v3() {
         let cfg = MqttConfig { max_keep_alive_secs: 5, ..MqttConfig::default() };
         let p = plan(&connect("a", true), Version::V5, &cfg, String::new).unwrap();
         assert_eq!((p.keep_alive_timeout, p.server_keep_alive), (Some(Duration::from_millis(7500)), Some(5)));
         let p = plan(&connect("a", true), Version::V3, &cfg, String::new).unwrap();
-        assert_eq!(p.keep_alive_timeout, Some(Duration::from_secs(15)));
+        assert_eq!((p.keep_alive_timeout, p.server_keep_alive), (Some(Duration::from_millis(7500)), None));
+        let mut silent = connect("a", true);
+        silent.keep_alive = 0;
+        let p = plan(&silent, Version::V3, &cfg, String::new).unwrap();
+        assert_eq!(p.keep_alive_timeout, Some(Duration::from_millis(7500)), "keep-alive 0 is bounded too");
+        let p = plan(&silent, Version::V3, &MqttConfig { max_keep_alive_secs: 0, ..cfg }, String::new).unwrap();
+        assert_eq!(p.keep_alive_timeout, None, "0 lets the client choose");
     }
 
     #[test]

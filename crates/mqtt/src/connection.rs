@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tolk_core::hold::{self, Held, HeldInput};
-use tolk_core::listener::Connection;
+use tolk_core::listener::{Connection, LINGER, linger};
 use tolk_core::{CloseReason, Protocol, Router};
 use tracing::{debug, info};
 
@@ -67,10 +67,22 @@ impl Io {
         result
     }
 
-    /// Best effort for the last words before closing.
+    /// Writes the last bytes (a DISCONNECT with its reason), then closes cleanly.
     async fn write_final(&mut self, bytes: &[u8]) {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.stream.write_all(bytes)).await;
-        let _ = self.stream.shutdown().await;
+        self.write_last(bytes).await;
+        self.close().await;
+    }
+
+    /// Best effort for the last words before closing.
+    async fn write_last(&mut self, bytes: &[u8]) {
+        let _ = tokio::time::timeout(LINGER, self.stream.write_all(bytes)).await;
+    }
+
+    /// Half-closes and drains for a moment, so that the client reads the last words instead
+    /// of a reset.
+    async fn close(&mut self) {
+        let (mut reader, mut writer) = self.stream.split();
+        linger(&mut reader, &mut writer, &self.shutdown).await;
     }
 }
 
@@ -320,7 +332,7 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
         }
         // Retained messages for new subscriptions go before more outbox traffic.
         if session.has_pending() {
-            session.flush_pending(Instant::now());
+            session.flush_pending(BATCH, Instant::now());
         }
         match io.write(session.output()).await {
             Ok(()) => session.after_write(Instant::now()),
@@ -371,6 +383,9 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
                 // The client may not have been read meanwhile; that silence is not its own.
                 last_heard = tokio::time::Instant::now();
             }
+            // More retained messages for a new subscription: the next round, once every other
+            // event had its turn and the task has yielded to its neighbours.
+            () = tokio::task::yield_now(), if session.has_pending() && session.free_window() > 0 => {}
             () = fired(&mut keep_alive_timer), if reading => {
                 let (Some(timeout), Some(timer)) = (keep_alive, keep_alive_timer.as_mut()) else { continue };
                 let deadline = last_heard + timeout;
@@ -391,9 +406,12 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
         session.disconnect(code);
     }
     let last = std::mem::take(session.output());
-    io.write_final(&last).await;
-    let Connected { session, conn, .. } = *connected;
+    io.write_last(&last).await;
+    // The session is parked (or ended) before lingering: a client that is gone must not look
+    // connected, with a full outbox, for the second the socket drains.
+    let Connected { session, conn, mut io, .. } = *connected;
     finish(&shared, session, conn, end.reason, end.will);
+    io.close().await;
     end.reason
 }
 

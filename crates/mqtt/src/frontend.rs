@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
-use tolk_core::listener::{Connection, ConnectionHandler, bind_tcp, spawn_tcp};
+use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, bind_tcp, spawn_tcp};
 use tolk_core::{CloseReason, Protocol};
 
 use crate::config::MqttConfig;
@@ -60,9 +60,12 @@ impl FrontEnd for MqttFrontEnd {
             let reaper = registry.clone();
             let shutdown = ctx.shutdown.clone();
             ctx.tracker.spawn(async move { reaper.run_reaper(shutdown).await });
-            let max_connections = self.config.max_connections;
+            let limits = ConnectionLimits {
+                max_connections: self.config.max_connections,
+                max_per_address: self.config.max_connections_per_address,
+            };
             let shared = Arc::new(Shared { config: Arc::new(self.config), registry });
-            spawn_tcp(listener, Arc::new(Handler(shared)), max_connections, &ctx);
+            spawn_tcp(listener, Arc::new(Handler(shared)), limits, &ctx);
             tracing::info!(%addr, "MQTT 3.1.1/5.0 listening");
             Ok(vec![addr])
         })

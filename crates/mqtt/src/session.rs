@@ -16,7 +16,9 @@ use rmqtt_codec::v5::{
     UnsubscribeAckReason,
 };
 use tolk_core::frontend::record_delivery;
-use tolk_core::{CloseReason, Delivery, DropReason, Metrics, Origin, Protocol, QoS, SubscriptionOptions, topic};
+use tolk_core::{
+    CloseReason, Delivery, DropReason, Metrics, Origin, Protocol, PublishOutcome, QoS, SubscriptionOptions, topic,
+};
 
 use crate::alias::{InboundAliases, OutboundAliases, OutboundTopic};
 use crate::codec::{CodecError, Packet, PacketCodec, Version};
@@ -346,8 +348,30 @@ impl MqttSession {
         let message = translate::inbound(&publish, topic, origin, now);
         self.metrics.protocol(Protocol::Mqtt).messages_in.fetch_add(1, Ordering::Relaxed);
         let outcome = self.state.core.publish(Arc::new(message));
-        let reason =
-            if outcome.matched == 0 { PublishAckReason::NoMatchingSubscribers } else { PublishAckReason::Success };
+        let reason = match outcome {
+            // MQTT 5 can refuse one message and carry on (§3.4.2.1, 0x97 Quota exceeded).
+            _ if outcome.refused > 0 && version == Version::V5 => PublishAckReason::QuotaExceeded,
+            // MQTT 3.1.1 cannot: without a PUBACK, the client keeps the message and sends it
+            // again after reconnecting, when the broker may have room.
+            PublishOutcome { memory_full: true, .. } if publish.qos != WireQoS::AtMostOnce => {
+                if let Some(id) = packet_id {
+                    self.state.incoming.release(id);
+                }
+                return Err(Close {
+                    reason: CloseReason::MemoryFull,
+                    code: Some(Dis::QuotaExceeded),
+                    detail: "the broker's memory budget is used up; publish again later".into(),
+                });
+            }
+            _ if outcome.matched == 0 => PublishAckReason::NoMatchingSubscribers,
+            _ => PublishAckReason::Success,
+        };
+        if reason == PublishAckReason::QuotaExceeded
+            && let Some(id) = packet_id
+        {
+            // Refused, so not routed: a resend of this QoS 2 id must be routed afresh.
+            self.state.incoming.release(id);
+        }
         self.ack_publish(publish.qos, packet_id, reason);
         Ok(())
     }
@@ -485,9 +509,15 @@ impl MqttSession {
         !self.pending.is_empty()
     }
 
-    /// Encodes waiting retained messages while the window allows.
-    pub fn flush_pending(&mut self, now: Instant) {
-        while self.free_window() > 0 {
+    /// Encodes up to `max` waiting retained messages while the window allows. Bounded so that
+    /// a subscription matching 100,000 retained messages is sent in rounds, each written
+    /// before the next is encoded: the task yields between them, and other clients on the
+    /// same worker thread do not wait for the whole store.
+    pub fn flush_pending(&mut self, max: usize, now: Instant) {
+        for _ in 0..max {
+            if self.free_window() == 0 {
+                break;
+            }
             let Some(d) = self.pending.pop_front() else { break };
             if !self.deliver(d, now, now) {
                 break;

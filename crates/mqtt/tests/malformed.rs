@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::v4::{self, QoS};
-use common::{Broker, MqttConfigExt, Raw, config, pid, start, start_with};
+use common::{Broker, MqttConfigExt, Raw, config, eventually, pid, start, start_with};
 use rmqtt_codec::types::{Publish as RawPublish, QoS as RawQoS};
 use rmqtt_codec::v3;
 use rmqtt_codec::v5::{self as r5, DisconnectReasonCode as Dis};
@@ -101,7 +101,11 @@ async fn oversize_packet_gets_0x95_in_v5_and_a_plain_close_in_v3() {
     raw.send(&[0x30, 0x80, 0x80, 0x80, 0x80, 0x01]).await;
     expect_disconnect(&mut raw, Dis::MalformedPacket).await;
     still_alive(&mut by).await;
-    assert!(broker.metrics().protocol(Protocol::Mqtt).closed_count(CloseReason::LimitExceeded) >= 2);
+    // Counted once the connection's task ends, after lingering for the client to close.
+    eventually("two closes for a limit", || {
+        broker.metrics().protocol(Protocol::Mqtt).closed_count(CloseReason::LimitExceeded) >= 2
+    })
+    .await;
     broker.stop().await;
 }
 
@@ -194,7 +198,10 @@ async fn a_client_that_never_acknowledges_is_closed_with_0x97() {
     assert!(matches!(raw.recv5().await, Some(r5::Packet::Publish(_))), "one in flight");
     expect_disconnect(&mut raw, Dis::QuotaExceeded).await;
     still_alive(&mut by).await;
-    assert_eq!(broker.metrics().protocol(Protocol::Mqtt).closed_count(CloseReason::SlowConsumer), 1);
+    eventually("a close as a slow consumer", || {
+        broker.metrics().protocol(Protocol::Mqtt).closed_count(CloseReason::SlowConsumer) == 1
+    })
+    .await;
     broker.stop().await;
 }
 

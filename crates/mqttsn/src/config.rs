@@ -40,6 +40,38 @@ pub struct MqttSnConfig {
     /// When full, the oldest offline session is dropped to make room; when none is offline a new
     /// client gets CONNACK 0x01 "rejected: congestion".
     pub max_clients: usize,
+    /// Most sessions at one IP address (any port) at once: connected (the will handshake
+    /// included) or asleep; offline sessions are at no address. A CONNECT beyond it gets CONNACK
+    /// 0x01 "rejected: congestion", so that one host flooding CONNECTs cannot fill
+    /// `max_clients` and lock everyone else out. Default
+    /// [`default_max_clients_per_address`]: 100, a hundredth of the default `max_clients`, and
+    /// more sensors than one NAT router or test rig usually carries. A forwarder (§5.5) relays
+    /// many wireless nodes from one address; encapsulated messages are not supported yet, and
+    /// when they are, each node will count toward its forwarder's address: raise this to the
+    /// largest number of nodes behind one forwarder.
+    pub max_clients_per_address: usize,
+    /// Longest time from a CONNECT with the Will flag to the end of its will handshake
+    /// (WILLTOPICREQ, WILLTOPIC, WILLMSGREQ, WILLMSG, §6.3). Past it the half-open session is
+    /// dropped (closed as `idle_timeout`). Default [`default_handshake_timeout`]: 20 s, long
+    /// enough for a client to retransmit one lost message with the spec's suggested Tretry
+    /// (10 to 15 s).
+    #[serde(with = "humantime_serde")]
+    pub handshake_timeout: Duration,
+    /// Longest silence from a CONNACK to the client's first message (PUBLISH, REGISTER,
+    /// SUBSCRIBE, PINGREQ...), when shorter than 1.5 × its keep-alive. A client that connected
+    /// and said nothing since is lost after it (its will fires; closed as `idle_timeout`) instead
+    /// of holding its session for its whole keep-alive. Default [`default_first_message_timeout`]:
+    /// 60 s. Clients that wait longer after connecting must send a PINGREQ first; set it to
+    /// 1.5 × `max_keep_alive` or more to turn the rule off.
+    #[serde(with = "humantime_serde")]
+    pub first_message_timeout: Duration,
+    /// Longest keep-alive granted (§6.11). A client asking for more, or for 0 ("no
+    /// supervision"), gets this one instead (MQTT-SN's CONNACK cannot tell it so): silent for
+    /// 1.5 × this, it is lost like any client past its keep-alive, but closed as `idle_timeout`
+    /// rather than `keepalive_timeout`. Default [`default_max_keep_alive`]: 1 hour, so that a
+    /// vanished client frees its session within 90 minutes whatever it asked for.
+    #[serde(with = "humantime_serde")]
+    pub max_keep_alive: Duration,
     /// Largest MQTT-SN message accepted or sent, Length field included, in bytes. Bigger
     /// datagrams are dropped (and counted); a message for a subscriber that would be bigger is
     /// dropped and counted as untranslatable. The default is the largest UDP/IPv4 payload.
@@ -120,6 +152,26 @@ pub const fn default_max_message_size_bytes() -> usize {
     65_507
 }
 
+/// Default of [`MqttSnConfig::max_clients_per_address`].
+pub const fn default_max_clients_per_address() -> usize {
+    100
+}
+
+/// Default of [`MqttSnConfig::handshake_timeout`].
+pub const fn default_handshake_timeout() -> Duration {
+    Duration::from_secs(20)
+}
+
+/// Default of [`MqttSnConfig::first_message_timeout`].
+pub const fn default_first_message_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+
+/// Default of [`MqttSnConfig::max_keep_alive`].
+pub const fn default_max_keep_alive() -> Duration {
+    Duration::from_secs(3600)
+}
+
 impl Default for MqttSnConfig {
     fn default() -> Self {
         MqttSnConfig {
@@ -127,6 +179,10 @@ impl Default for MqttSnConfig {
             bind: SocketAddr::from(([0, 0, 0, 0], default_port())),
             gateway_id: 1,
             max_clients: 10_000,
+            max_clients_per_address: default_max_clients_per_address(),
+            handshake_timeout: default_handshake_timeout(),
+            first_message_timeout: default_first_message_timeout(),
+            max_keep_alive: default_max_keep_alive(),
             max_message_size_bytes: default_max_message_size_bytes(),
             receive_buffer_bytes: 1 << 20,
             max_buffered_per_sleeping_client: 100,
@@ -182,6 +238,7 @@ impl MqttSnConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (field, value) in [
             ("max_clients", self.max_clients),
+            ("max_clients_per_address", self.max_clients_per_address),
             ("max_buffered_per_sleeping_client", self.max_buffered_per_sleeping_client),
             ("max_subscriptions_per_client", self.max_subscriptions_per_client),
         ] {
@@ -198,8 +255,17 @@ impl MqttSnConfig {
         if self.max_topic_ids > crate::registry::MAX_TOPIC_IDS {
             return Err(ConfigError::new("max_topic_ids", format!("at most {}", crate::registry::MAX_TOPIC_IDS)));
         }
-        if self.retransmit.timeout.is_zero() {
-            return Err(ConfigError::new("retransmit.timeout", "must be longer than 0"));
+        for (field, value) in [
+            ("retransmit.timeout", self.retransmit.timeout),
+            ("handshake_timeout", self.handshake_timeout),
+            ("first_message_timeout", self.first_message_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError::new(field, "must be longer than 0"));
+            }
+        }
+        if self.max_keep_alive < Duration::from_secs(1) {
+            return Err(ConfigError::new("max_keep_alive", "must be at least 1s (keep-alives are whole seconds)"));
         }
         if self.advertise.enabled && self.advertise.period < Duration::from_secs(1) {
             return Err(ConfigError::new("advertise.period", "must be at least 1s"));
@@ -234,6 +300,10 @@ mod tests {
         let text = r#"
             bind = "127.0.0.1:0"
             gateway_id = 7
+            max_clients_per_address = 500
+            handshake_timeout = "5s"
+            first_message_timeout = "2m"
+            max_keep_alive = "30m"
             [advertise]
             enabled = true
             address = "239.1.2.3:1884"
@@ -248,6 +318,10 @@ mod tests {
         "#;
         let config: MqttSnConfig = toml::from_str(text).unwrap();
         assert_eq!(config.gateway_id, 7);
+        assert_eq!(config.max_clients_per_address, 500);
+        assert_eq!(config.handshake_timeout, Duration::from_secs(5));
+        assert_eq!(config.first_message_timeout, Duration::from_secs(120));
+        assert_eq!(config.max_keep_alive, Duration::from_secs(1800));
         assert_eq!(config.retransmit.timeout, Duration::from_millis(250));
         assert_eq!(config.predefined[&1], "sensors/temperature");
         assert_eq!(config.clients["sensor-7"].predefined[&2], "sensors/7/battery");
@@ -275,5 +349,15 @@ mod tests {
         config.predefined.clear();
         config.clients.insert("c".into(), ClientConfig { predefined: BTreeMap::from([(u16::MAX, "x".into())]) });
         assert_eq!(config.validate().unwrap_err().field, "clients.c.predefined");
+    }
+
+    #[test]
+    fn limits_against_hostile_peers_must_be_usable() {
+        let refused = |config: MqttSnConfig| config.validate().unwrap_err().field;
+        let base = MqttSnConfig::default;
+        assert_eq!(refused(MqttSnConfig { max_clients_per_address: 0, ..base() }), "max_clients_per_address");
+        assert_eq!(refused(MqttSnConfig { handshake_timeout: Duration::ZERO, ..base() }), "handshake_timeout");
+        assert_eq!(refused(MqttSnConfig { first_message_timeout: Duration::ZERO, ..base() }), "first_message_timeout");
+        assert_eq!(refused(MqttSnConfig { max_keep_alive: Duration::from_millis(999), ..base() }), "max_keep_alive");
     }
 }

@@ -1,8 +1,14 @@
 //! The gateway's one task that owns the UDP socket (quinn's endpoint/connection split): it
-//! decodes each datagram, routes it to the session of its sender (by address, or by client id
-//! for CONNECT and a waking client's PINGREQ), answers what needs no session (SEARCHGW, QoS −1
-//! PUBLISH, messages from unknown peers), sends what the sessions produce, runs their timers,
-//! feeds them deliveries from their outbox tasks, and sends ADVERTISE.
+//! decodes each datagram, routes it to the session of its sender (by address; by client id for
+//! CONNECT), answers what needs no session (SEARCHGW, QoS −1 PUBLISH, messages from unknown
+//! peers), sends what the sessions produce, runs their timers, feeds them deliveries from their
+//! outbox tasks, and sends ADVERTISE.
+//!
+//! Against reflection: a datagram from an address without a session there is answered with at
+//! most one small message (GWINFO, CONNACK, DISCONNECT), never more than 3 × its own size, and a
+//! session sends deliveries only to an address that has proved to be its client's (see
+//! `ClientSession`). A PINGREQ naming a sleeping client is honoured only from that client's own
+//! address, so nobody can have its buffer flushed elsewhere.
 //!
 //! Sessions never touch the socket or the clock; everything here is about addresses, keys,
 //! timers and bytes.
@@ -26,6 +32,7 @@ use tokio_util::task::TaskTracker;
 use tolk_core::{CloseReason, Protocol, Session};
 use tracing::{debug, info, warn};
 
+use crate::addresses::Addresses;
 use crate::config::AdvertiseConfig;
 use crate::gateway::Gateway;
 use crate::outbox_task::{ClientKey, OutboxTask, Wake};
@@ -33,6 +40,7 @@ use crate::persist::Persister;
 use crate::predefined::PredefinedCatalog;
 use crate::session::{ClientSession, Event};
 use crate::stats::GatewayStats;
+use crate::throttle::LogThrottle;
 use crate::translate::{core_message, inbound_topic};
 
 /// Longest client id accepted. The spec says 1-23 characters (§5.4.4), but clients in the field
@@ -49,6 +57,8 @@ pub(crate) struct EndpointSettings {
     pub(crate) gateway_id: u8,
     /// Most sessions.
     pub(crate) max_clients: usize,
+    /// Most sessions at one IP address.
+    pub(crate) max_clients_per_address: usize,
     /// Largest datagram accepted.
     pub(crate) max_message_size: usize,
     /// ADVERTISE settings.
@@ -82,7 +92,7 @@ pub(crate) struct Endpoint {
     catalog: PredefinedCatalog,
     settings: EndpointSettings,
     clients: HashMap<ClientKey, Entry, RandomState>,
-    by_addr: HashMap<SocketAddr, ClientKey, RandomState>,
+    addresses: Addresses,
     by_id: HashMap<Arc<str>, ClientKey, RandomState>,
     timers: BinaryHeap<Reverse<(Instant, ClientKey)>>,
     next_key: ClientKey,
@@ -95,6 +105,19 @@ pub(crate) struct Endpoint {
     shutdown: CancellationToken,
     tracker: TaskTracker,
     out: BytesMut,
+    /// CONNECTs refused for lack of room, logged once per period.
+    refusal_log: LogThrottle,
+    /// Bad datagrams from clients with a session, logged once per period.
+    bad_input_log: LogThrottle,
+}
+
+/// Why a CONNECT gets CONNACK 0x01 "rejected: congestion".
+#[derive(Debug, Clone, Copy)]
+enum Full {
+    /// `max_clients` sessions, none offline.
+    Gateway,
+    /// `max_clients_per_address` sessions at the sender's IP address.
+    Address,
 }
 
 fn now() -> Instant {
@@ -120,7 +143,7 @@ impl Endpoint {
             catalog,
             settings,
             clients: HashMap::default(),
-            by_addr: HashMap::default(),
+            addresses: Addresses::default(),
             by_id: HashMap::default(),
             timers: BinaryHeap::new(),
             next_key: 1,
@@ -132,6 +155,8 @@ impl Endpoint {
             shutdown,
             tracker,
             out: BytesMut::with_capacity(1024),
+            refusal_log: LogThrottle::default(),
+            bad_input_log: LogThrottle::default(),
         }
     }
 
@@ -180,17 +205,17 @@ impl Endpoint {
     }
 
     async fn on_datagram(&mut self, datagram: &[u8], peer: SocketAddr, now: Instant) {
-        let known = self.by_addr.contains_key(&peer);
+        let known = self.addresses.get(peer).is_some();
         if datagram.len() > self.settings.max_message_size {
-            GatewayStats::bump(&self.gw.stats.malformed);
-            log_bad(known, peer, "datagram larger than max_message_size_bytes dropped");
+            self.gw.count_bad_input(|stats| &stats.malformed);
+            self.log_bad(known, peer, "datagram larger than max_message_size_bytes dropped", now);
             return;
         }
         let message = match mqttsn_codec::decode_bytes(Bytes::copy_from_slice(datagram)) {
             Ok(message) => message,
             Err(e) => {
-                GatewayStats::bump(&self.gw.stats.malformed);
-                log_bad(known, peer, &format!("malformed datagram dropped: {e}"));
+                self.gw.count_bad_input(|stats| &stats.malformed);
+                self.log_bad(known, peer, &format!("malformed datagram dropped: {e}"), now);
                 return;
             }
         };
@@ -203,15 +228,21 @@ impl Endpoint {
             // Other gateways announcing themselves on a shared network.
             SnMessage::Advertise(_) | SnMessage::GwInfo(_) => {}
             SnMessage::Encapsulated(_) => {
-                GatewayStats::bump(&self.gw.stats.unsupported);
-                log_bad(known, peer, "forwarder encapsulation (§5.5) is not supported: dropped");
+                self.gw.count_bad_input(|stats| &stats.unsupported);
+                self.log_bad(known, peer, "forwarder encapsulation (§5.5) is not supported: dropped", now);
             }
             SnMessage::Connect(connect) => self.on_connect(peer, connect, now).await,
             SnMessage::Publish(publish) if publish.qos == QoS::MinusOne && !known => {
                 self.publish_anonymous(peer, publish, now);
             }
-            SnMessage::PingReq { client_id: Some(client_id) } => self.on_ping_with_id(peer, client_id, now).await,
-            other => match self.by_addr.get(&peer).copied() {
+            // §6.14: a sleeping client wakes up with a PINGREQ carrying its client id. Only from
+            // its own address: from anywhere else, whoever names it would get its buffer (and
+            // the gateway would reflect it to any forged source address). A client that has
+            // moved gets DISCONNECT and connects again.
+            SnMessage::PingReq { client_id: Some(ref client_id) } if !self.is_at(peer, client_id) => {
+                self.not_connected(peer, message).await;
+            }
+            other => match self.addresses.get(peer) {
                 Some(key) => {
                     if let Some(entry) = self.clients.get_mut(&key) {
                         entry.session.handle(other, now, &mut self.gw);
@@ -228,7 +259,7 @@ impl Endpoint {
     /// again. A DISCONNECT is answered too (its first answer may have been lost).
     async fn not_connected(&mut self, peer: SocketAddr, message: SnMessage) {
         if !matches!(message, SnMessage::Disconnect { .. }) {
-            GatewayStats::bump(&self.gw.stats.not_connected);
+            self.gw.count_bad_input(|stats| &stats.not_connected);
             debug!(%peer, msg_type = ?message.msg_type(), "message from a peer without a connection: answered with DISCONNECT");
         }
         self.send(peer, &SnMessage::Disconnect { duration: None }).await;
@@ -241,7 +272,7 @@ impl Endpoint {
             other => inbound_topic(other, self.catalog.global(), &self.gw.registry),
         };
         let Some(topic) = topic else {
-            GatewayStats::bump(&self.gw.stats.invalid_topic_id);
+            self.gw.count_bad_input(|stats| &stats.invalid_topic_id);
             debug!(%peer, topic = ?publish.topic, "QoS -1 PUBLISH to an unknown pre-defined id, invalid short name or registered id: dropped");
             return;
         };
@@ -261,15 +292,22 @@ impl Endpoint {
     async fn on_connect(&mut self, peer: SocketAddr, connect: Connect, now: Instant) {
         let id_len = connect.client_id.len();
         if connect.protocol_id != PROTOCOL_ID || id_len == 0 || id_len > MAX_CLIENT_ID_BYTES {
-            info!(%peer, client_id = ?connect.client_id, protocol_id = connect.protocol_id,
-                "CONNECT refused: unknown protocol id, or client id not 1 to {MAX_CLIENT_ID_BYTES} bytes");
-            GatewayStats::bump(&self.gw.stats.refused);
+            let known = self.addresses.get(peer).is_some();
+            let what = format!(
+                "CONNECT refused: protocol id {} (not 1), or client id {:?} not 1 to {MAX_CLIENT_ID_BYTES} bytes",
+                connect.protocol_id, connect.client_id
+            );
+            self.log_bad(known, peer, &what, now);
+            self.gw.count_bad_input(|stats| &stats.refused);
             self.send(peer, &SnMessage::ConnAck { return_code: ReturnCode::NotSupported }).await;
             return;
         }
         let client_id: Arc<str> = Arc::from(connect.client_id.as_str());
+        if self.adds_past_address_limit(peer, &client_id) {
+            return self.refuse_full(peer, Full::Address, now).await;
+        }
         // Another client id from an address that has a session: the client there is gone.
-        if let Some(old) = self.by_addr.get(&peer).copied()
+        if let Some(old) = self.addresses.get(peer)
             && self.clients.get(&old).is_some_and(|e| *e.session.client_id() != client_id)
         {
             if let Some(entry) = self.clients.get_mut(&old) {
@@ -293,23 +331,49 @@ impl Endpoint {
                 self.remove(key);
                 match self.create(client_id, now) {
                     Some(key) => key,
-                    None => return self.refuse_full(peer).await,
+                    None => return self.refuse_full(peer, Full::Gateway, now).await,
                 }
             }
             None => match self.create(client_id, now) {
                 Some(key) => key,
-                None => return self.refuse_full(peer).await,
+                None => return self.refuse_full(peer, Full::Gateway, now).await,
             },
         };
+        let from_its_address = self.clients.get(&key).is_some_and(|e| e.addr == Some(peer));
         self.bind(key, peer);
         if let Some(entry) = self.clients.get_mut(&key) {
-            entry.session.handle_connect(&connect, now, &mut self.gw);
+            entry.session.handle_connect(&connect, from_its_address, now, &mut self.gw);
         }
         self.flush(key).await;
     }
 
-    async fn refuse_full(&mut self, peer: SocketAddr) {
-        warn!(%peer, max_clients = self.settings.max_clients, "max_clients reached: CONNECT refused");
+    /// Whether a CONNECT from `peer` for `client_id` would put one session more at the peer's IP
+    /// address than `max_clients_per_address`. It would not if it replaces the session at that
+    /// very address, or moves the client's own session from another port of the same IP.
+    fn adds_past_address_limit(&self, peer: SocketAddr, client_id: &str) -> bool {
+        if self.addresses.get(peer).is_some() {
+            return false;
+        }
+        let moves_within_ip = self
+            .by_id
+            .get(client_id)
+            .and_then(|key| self.clients.get(key))
+            .and_then(|entry| entry.addr)
+            .is_some_and(|addr| addr.ip() == peer.ip());
+        !moves_within_ip && self.addresses.sessions_at(peer.ip()) >= self.settings.max_clients_per_address
+    }
+
+    /// CONNACK 0x01 "rejected: congestion", counted, and logged once per period at most: a
+    /// CONNECT flood must not flood the log.
+    async fn refuse_full(&mut self, peer: SocketAddr, full: Full, now: Instant) {
+        if let Some(suppressed) = self.refusal_log.admit(now) {
+            let (setting, limit) = match full {
+                Full::Gateway => ("max_clients", self.settings.max_clients),
+                Full::Address => ("max_clients_per_address", self.settings.max_clients_per_address),
+            };
+            warn!(%peer, setting, limit, suppressed, "MQTT-SN CONNECT refused: {setting} reached (`suppressed` \
+                refusals since the last such line were not logged)");
+        }
         self.gw.count_refused_connection();
         GatewayStats::bump(&self.gw.stats.refused);
         self.send(peer, &SnMessage::ConnAck { return_code: ReturnCode::Congestion }).await;
@@ -336,24 +400,10 @@ impl Endpoint {
         Some(key)
     }
 
-    /// A sleeping client wakes up with PINGREQ and its client id (§6.14), possibly from a new
-    /// address. Unknown client: DISCONNECT, so it connects again.
-    async fn on_ping_with_id(&mut self, peer: SocketAddr, client_id: String, now: Instant) {
-        let key = self.by_id.get(client_id.as_str()).copied();
-        let Some(key) = key.filter(|k| self.clients.get(k).is_some_and(|e| e.session.is_connected())) else {
-            GatewayStats::bump(&self.gw.stats.not_connected);
-            debug!(%peer, %client_id, "PINGREQ from an unknown or offline client: answered with DISCONNECT");
-            self.send(peer, &SnMessage::Disconnect { duration: None }).await;
-            return;
-        };
-        if self.by_addr.get(&peer).is_some_and(|k| *k != key) {
-            self.unbind_addr(peer);
-        }
-        self.bind(key, peer);
-        if let Some(entry) = self.clients.get_mut(&key) {
-            entry.session.handle(SnMessage::PingReq { client_id: Some(client_id) }, now, &mut self.gw);
-        }
-        self.flush(key).await;
+    /// Whether the session at `peer` is `client_id`'s.
+    fn is_at(&self, peer: SocketAddr, client_id: &str) -> bool {
+        let key = self.addresses.get(peer);
+        key.and_then(|key| self.clients.get(&key)).is_some_and(|entry| &**entry.session.client_id() == client_id)
     }
 
     async fn on_wake(&mut self, wake: Wake, now: Instant) {
@@ -440,7 +490,9 @@ impl Endpoint {
                     let addr = entry.addr.take();
                     self.gw.count_closed(reason);
                     match reason {
-                        CloseReason::ClientClosed | CloseReason::Shutdown => {
+                        // Idle: sessions that never became active or never said anything, which a
+                        // CONNECT flood leaves by the thousand.
+                        CloseReason::ClientClosed | CloseReason::Shutdown | CloseReason::IdleTimeout => {
                             debug!(client_id = %entry.session.client_id(), %reason, keep, "MQTT-SN client disconnected")
                         }
                         _ => {
@@ -490,11 +542,11 @@ impl Endpoint {
         }
         let old = entry.addr.replace(peer);
         if let Some(old) = old
-            && self.by_addr.get(&old) == Some(&key)
+            && self.addresses.get(old) == Some(key)
         {
-            self.by_addr.remove(&old);
+            self.addresses.remove(old);
         }
-        if let Some(previous) = self.by_addr.insert(peer, key)
+        if let Some(previous) = self.addresses.insert(peer, key)
             && previous != key
             && let Some(other) = self.clients.get_mut(&previous)
         {
@@ -503,11 +555,21 @@ impl Endpoint {
     }
 
     fn unbind_addr(&mut self, addr: SocketAddr) {
-        if let Some(key) = self.by_addr.remove(&addr)
+        if let Some(key) = self.addresses.remove(addr)
             && let Some(entry) = self.clients.get_mut(&key)
             && entry.addr == Some(addr)
         {
             entry.addr = None;
+        }
+    }
+
+    /// Logs a bad datagram: at debug for peers without a session (spoofed garbage must not flood
+    /// the log), at info once per period at most for clients with one.
+    fn log_bad(&mut self, known: bool, peer: SocketAddr, what: &str, now: Instant) {
+        let admitted = if known { self.bad_input_log.admit(now) } else { None };
+        match admitted {
+            Some(suppressed) => info!(%peer, suppressed, "{what}"),
+            None => debug!(%peer, "{what}"),
         }
     }
 
@@ -548,15 +610,6 @@ impl Endpoint {
 
 /// Longest wait for socket buffer space for one datagram.
 const SEND_TIMEOUT: Duration = Duration::from_secs(1);
-
-fn log_bad(known: bool, peer: SocketAddr, what: &str) {
-    // Unknown peers are logged at debug only: spoofed garbage must not flood the log.
-    if known {
-        info!(%peer, "{what}");
-    } else {
-        debug!(%peer, "{what}");
-    }
-}
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {

@@ -87,6 +87,7 @@ impl FrontEnd for MqttSnFrontEnd {
             let settings = EndpointSettings {
                 gateway_id: config.gateway_id,
                 max_clients: config.max_clients,
+                max_clients_per_address: config.max_clients_per_address,
                 max_message_size: config.max_message_size_bytes,
                 advertise: config.advertise.clone(),
             };

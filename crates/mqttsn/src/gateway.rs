@@ -3,6 +3,7 @@
 //! lock, because one endpoint task drives every session (sans-IO, single owner).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -29,6 +30,12 @@ pub(crate) struct Limits {
     pub(crate) session_expiry: Duration,
     /// Retained messages sent for one SUBSCRIBE (a wildcard can match many).
     pub(crate) max_retained_per_subscribe: usize,
+    /// Longest will handshake, from the CONNECT.
+    pub(crate) handshake_timeout: Duration,
+    /// Longest silence between a CONNECT and the client's next message.
+    pub(crate) first_message_timeout: Duration,
+    /// Longest keep-alive granted; also the one granted for keep-alive 0.
+    pub(crate) max_keep_alive: Duration,
 }
 
 /// Incoming QoS 2 messages a client may leave unreleased (no PUBREL yet). The client may have
@@ -45,13 +52,10 @@ impl Limits {
             max_subscriptions: config.max_subscriptions_per_client,
             session_expiry: config.session_expiry,
             max_retained_per_subscribe: outbox_capacity.max(1),
+            handshake_timeout: config.handshake_timeout,
+            first_message_timeout: config.first_message_timeout,
+            max_keep_alive: config.max_keep_alive,
         }
-    }
-
-    /// How long a CONNECT's will handshake may take: as long as the client's own retransmission
-    /// budget for CONNECT would last.
-    pub(crate) fn handshake_timeout(&self) -> Duration {
-        self.retransmit_timeout.saturating_mul(self.retransmit_retries.saturating_add(1))
     }
 }
 
@@ -81,6 +85,14 @@ impl Gateway {
     /// Counts one message not delivered to a client.
     pub(crate) fn count_drop(&self, reason: DropReason) {
         self.count_drops(reason, 1);
+    }
+
+    /// Counts one datagram dropped or refused as bad input: one that does not decode, or that
+    /// its sender may not send (at all, or in its session's state). It goes into the gateway
+    /// counter `which` picks and into `tolk_messages_dropped_total{reason="malformed"}`.
+    pub(crate) fn count_bad_input(&self, which: impl FnOnce(&GatewayStats) -> &AtomicU64) {
+        GatewayStats::bump(which(&self.stats));
+        self.count_drop(DropReason::Malformed);
     }
 
     /// Counts one client connection that ended.

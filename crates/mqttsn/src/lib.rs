@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod addresses;
 mod config;
 mod endpoint;
 mod frontend;
@@ -30,11 +31,16 @@ mod registry;
 mod session;
 mod socket;
 mod stats;
+mod throttle;
 /// Public so that the translation benchmarks (`benches/benches/translation.rs`) can measure
 /// PUBLISH ↔ core message; the broker itself uses it only through its sessions.
 pub mod translate;
 
-pub use config::{AdvertiseConfig, ClientConfig, ConfigError, MqttSnConfig, RetransmitConfig, default_port};
+pub use config::{
+    AdvertiseConfig, ClientConfig, ConfigError, MqttSnConfig, RetransmitConfig, default_first_message_timeout,
+    default_handshake_timeout, default_max_clients_per_address, default_max_keep_alive, default_max_message_size_bytes,
+    default_port,
+};
 pub use frontend::MqttSnFrontEnd;
 pub use registry::{MAX_TOPIC_IDS, REGISTRY_FILE};
 pub use stats::GatewayStats;

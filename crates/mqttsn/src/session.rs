@@ -23,7 +23,9 @@ use mqttsn_codec::{
     SubscribeTopic, Unsubscribe, WillTopic, encoded_len,
 };
 use tolk_core::frontend::record_delivery;
-use tolk_core::{CloseReason, Delivery, DropReason, Protocol, QoS as CoreQoS, Session, SubscriptionOptions, topic};
+use tolk_core::{
+    CloseReason, Delivery, DropReason, Protocol, PublishOutcome, QoS as CoreQoS, Session, SubscriptionOptions, topic,
+};
 use tracing::{debug, info};
 
 use crate::gateway::{Gateway, Limits, MAX_INBOUND_QOS2};
@@ -44,17 +46,18 @@ const MAX_KNOWN_IDS: usize = 1024;
 pub(crate) enum Phase {
     /// CONNECT with the Will flag: WILLTOPICREQ sent, waiting for WILLTOPIC.
     WillTopic {
-        /// Give up on the handshake at this time.
+        /// Give up on the handshake at this time (`handshake_timeout` after the CONNECT).
         deadline: Instant,
     },
     /// WILLMSGREQ sent, waiting for WILLMSG.
     WillMsg {
         /// The will topic just received.
         topic: WillTopic,
-        /// Give up on the handshake at this time.
+        /// Give up on the handshake at this time (the same as in `WillTopic`).
         deadline: Instant,
     },
-    /// Connected; supervised by the keep-alive timer.
+    /// Connected; supervised by the keep-alive timer (and, until the client's first message, by
+    /// `first_message_timeout`).
     Active,
     /// DISCONNECT with a duration: messages are buffered; lost if silent for the duration.
     Asleep {
@@ -97,6 +100,26 @@ pub(crate) enum Event {
     Expired,
 }
 
+/// The keep-alive granted at CONNECT (§6.11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KeepAlive {
+    period: Duration,
+    /// The client asked for 0 ("no supervision") or for more than `max_keep_alive`, and got
+    /// `max_keep_alive` instead.
+    capped: bool,
+}
+
+impl KeepAlive {
+    fn grant(asked_secs: u16, max: Duration) -> Self {
+        let asked = Duration::from_secs(u64::from(asked_secs));
+        if asked.is_zero() || asked > max {
+            KeepAlive { period: max, capped: true }
+        } else {
+            KeepAlive { period: asked, capped: false }
+        }
+    }
+}
+
 /// One client's session.
 pub(crate) struct ClientSession {
     client_id: Arc<str>,
@@ -105,8 +128,17 @@ pub(crate) struct ClientSession {
     limits: Limits,
     phase: Phase,
     clean: bool,
-    keep_alive: Option<Duration>,
+    keep_alive: KeepAlive,
     last_heard: Instant,
+    /// A message came after the last CONNECT. Until then the session is unused, and
+    /// `first_message_timeout` bounds its silence.
+    heard_since_connect: bool,
+    /// The client's address has proved to be the client's: the last CONNECT came from the
+    /// address the session was already at, or the client spoke again after it. Until then,
+    /// anyone could have sent that CONNECT with a forged source address, so only the answer to
+    /// it (CONNACK or WILLTOPICREQ, smaller than a CONNECT) is sent there: no deliveries, no
+    /// retransmissions, which would reflect many times the CONNECT's size to a third party.
+    address_proved: bool,
     will_topic: Option<WillTopic>,
     will_message: Bytes,
     /// Registered ids this client knows: it registered them, got them in a SUBACK or REGACKed
@@ -143,8 +175,10 @@ impl ClientSession {
             limits,
             phase: Phase::Offline { since: now },
             clean: true,
-            keep_alive: None,
+            keep_alive: KeepAlive::grant(0, limits.max_keep_alive),
             last_heard: now,
+            heard_since_connect: false,
+            address_proved: false,
             will_topic: None,
             will_message: Bytes::new(),
             known_ids: HashSet::default(),
@@ -182,11 +216,6 @@ impl ClientSession {
         matches!(self.phase, Phase::Asleep { .. } | Phase::Awake { .. })
     }
 
-    /// Connected in any phase (will handshake, active, asleep, awake).
-    pub(crate) fn is_connected(&self) -> bool {
-        !matches!(self.phase, Phase::Offline { .. } | Phase::Closed)
-    }
-
     /// When it went offline, for evicting the oldest offline session.
     pub(crate) fn offline_since(&self) -> Option<Instant> {
         match self.phase {
@@ -199,15 +228,18 @@ impl ClientSession {
 
     /// A CONNECT from this client: a new connection, a reconnection to a kept session, or a
     /// sleeping client going back to active (§6.14; then only the Will flag is honoured).
-    pub(crate) fn handle_connect(&mut self, connect: &Connect, now: Instant, gw: &mut Gateway) {
+    /// `from_its_address`: the session was already at the address the CONNECT came from.
+    pub(crate) fn handle_connect(&mut self, connect: &Connect, from_its_address: bool, now: Instant, gw: &mut Gateway) {
         let waking = self.is_sleeping();
         self.last_heard = now;
-        self.keep_alive = (connect.duration > 0).then(|| Duration::from_secs(u64::from(connect.duration)));
+        self.heard_since_connect = false;
+        self.address_proved = from_its_address;
+        self.keep_alive = KeepAlive::grant(connect.duration, self.limits.max_keep_alive);
         if !waking {
             self.clean = connect.clean_session;
         }
         if connect.will {
-            let deadline = now + self.limits.handshake_timeout();
+            let deadline = now + self.limits.handshake_timeout;
             self.phase = Phase::WillTopic { deadline };
             self.transmit.push_back(SnMessage::WillTopicReq);
         } else {
@@ -215,9 +247,19 @@ impl ClientSession {
         }
     }
 
-    /// Any other message from this client.
+    /// Any other message from this client (from the session's address: the endpoint routes by
+    /// it).
     pub(crate) fn handle(&mut self, message: SnMessage, now: Instant, gw: &mut Gateway) {
         self.last_heard = now;
+        self.heard_since_connect = true;
+        if !self.address_proved {
+            self.address_proved = true;
+            if self.phase == Phase::Active {
+                // What waited for the address to prove itself goes out, ahead of the answer.
+                self.resume_inflight(now);
+                self.pump(now, gw);
+            }
+        }
         match self.phase {
             Phase::WillTopic { .. } => return self.on_will_topic(message, now, gw),
             Phase::WillMsg { .. } => return self.on_will_msg(message, now, gw),
@@ -245,7 +287,7 @@ impl ClientSession {
                 self.transmit.push_back(SnMessage::WillMsgResp { return_code: ReturnCode::Accepted });
             }
             other => {
-                GatewayStats::bump(&gw.stats.unsupported);
+                gw.count_bad_input(|stats| &stats.unsupported);
                 debug!(client_id = %self.client_id, msg_type = ?other.msg_type(), "ignored: not expected from a client here");
             }
         }
@@ -287,8 +329,9 @@ impl ClientSession {
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
         match self.phase {
             Phase::WillTopic { deadline } | Phase::WillMsg { deadline, .. } if now >= deadline => {
-                info!(client_id = %self.client_id, "will handshake not completed in time");
-                return self.end(CloseReason::KeepAliveTimeout, false, now);
+                // Debug: a flood of half-open handshakes must not flood the log.
+                debug!(client_id = %self.client_id, "will handshake not completed within handshake_timeout");
+                return self.end(CloseReason::IdleTimeout, false, now);
             }
             Phase::Offline { .. } if self.phase_deadline().is_some_and(|t| now >= t) => {
                 debug!(client_id = %self.client_id, "offline session expired");
@@ -300,8 +343,17 @@ impl ClientSession {
                 if self.phase_deadline().is_some_and(|t| now >= t) =>
             {
                 // §6.14: silent for longer than the keep-alive (or sleep) duration: lost.
-                info!(client_id = %self.client_id, phase = ?self.phase, "no message within the keep-alive window: client lost");
-                return self.end(CloseReason::KeepAliveTimeout, true, now);
+                let reason = match self.phase {
+                    Phase::Active => self.allowed_silence().1,
+                    _ => CloseReason::KeepAliveTimeout,
+                };
+                if self.heard_since_connect {
+                    info!(client_id = %self.client_id, phase = ?self.phase, %reason, "no message within the keep-alive window: client lost");
+                } else {
+                    // Debug: a flood of CONNECTs that never say more must not flood the log.
+                    debug!(client_id = %self.client_id, %reason, "no message since CONNECT: client lost");
+                }
+                return self.end(reason, true, now);
             }
             _ => {}
         }
@@ -366,8 +418,7 @@ impl ClientSession {
     fn phase_deadline(&self) -> Option<Instant> {
         match &self.phase {
             Phase::WillTopic { deadline } | Phase::WillMsg { deadline, .. } => Some(*deadline),
-            // §6.14 / MQTT's rule: the client is lost after 1.5 × its keep-alive without a message.
-            Phase::Active => self.keep_alive.and_then(|ka| self.last_heard.checked_add(ka.mul_f32(1.5))),
+            Phase::Active => self.last_heard.checked_add(self.allowed_silence().0),
             Phase::Asleep { duration } | Phase::Awake { duration, .. } => {
                 self.last_heard.checked_add(Duration::from_secs(u64::from(*duration)).mul_f32(1.5))
             }
@@ -376,10 +427,22 @@ impl ClientSession {
         }
     }
 
-    /// Retransmission runs only while the client is listening; asleep it is paused and the
-    /// exchange is resumed on wake-up.
+    /// How long an active client may stay silent, and what losing it for that is counted as.
+    /// §6.14 and MQTT's rule: lost after 1.5 × the keep-alive without a message. Until its first
+    /// message after CONNECT, `first_message_timeout` if that is shorter.
+    fn allowed_silence(&self) -> (Duration, CloseReason) {
+        let keep_alive = self.keep_alive.period.mul_f32(1.5);
+        if !self.heard_since_connect && self.limits.first_message_timeout < keep_alive {
+            return (self.limits.first_message_timeout, CloseReason::IdleTimeout);
+        }
+        let reason = if self.keep_alive.capped { CloseReason::IdleTimeout } else { CloseReason::KeepAliveTimeout };
+        (keep_alive, reason)
+    }
+
+    /// Retransmission runs only while the client is listening at a proved address; asleep it is
+    /// paused and the exchange is resumed on wake-up.
     fn inflight_timer_runs(&self) -> bool {
-        matches!(self.phase, Phase::Active | Phase::Awake { .. })
+        self.address_proved && matches!(self.phase, Phase::Active | Phase::Awake { .. })
     }
 
     fn finish_connect(&mut self, now: Instant, gw: &mut Gateway) {
@@ -391,7 +454,9 @@ impl ClientSession {
             self.requested = false;
             self.events.push_back(Event::Connected);
         }
-        self.resume_inflight(now);
+        if self.address_proved {
+            self.resume_inflight(now);
+        }
         self.pump(now, gw);
     }
 
@@ -419,13 +484,11 @@ impl ClientSession {
                     self.transmit.push_back(SnMessage::ConnAck { return_code: ReturnCode::NotSupported });
                     return self.end(CloseReason::ProtocolError, false, now);
                 }
-                let deadline = now + self.limits.handshake_timeout();
+                let Phase::WillTopic { deadline } = self.phase else { return };
                 self.phase = Phase::WillMsg { topic: will, deadline };
                 self.transmit.push_back(SnMessage::WillMsgReq);
             }
-            other => {
-                debug!(client_id = %self.client_id, msg_type = ?other.msg_type(), "ignored during the will handshake")
-            }
+            other => self.out_of_handshake(&other, gw),
         }
     }
 
@@ -440,10 +503,14 @@ impl ClientSession {
             }
             // Our WILLMSGREQ was lost and the client sent WILLTOPIC again.
             SnMessage::WillTopic(Some(_)) => self.transmit.push_back(SnMessage::WillMsgReq),
-            other => {
-                debug!(client_id = %self.client_id, msg_type = ?other.msg_type(), "ignored during the will handshake")
-            }
+            other => self.out_of_handshake(&other, gw),
         }
+    }
+
+    /// A message the will handshake does not allow (§6.3: only WILLTOPIC and WILLMSG): ignored.
+    fn out_of_handshake(&self, message: &SnMessage, gw: &mut Gateway) {
+        gw.count_bad_input(|stats| &stats.unsupported);
+        debug!(client_id = %self.client_id, msg_type = ?message.msg_type(), "ignored during the will handshake");
     }
 
     fn on_will_topic_update(&mut self, will: Option<WillTopic>, gw: &mut Gateway) {
@@ -471,7 +538,7 @@ impl ClientSession {
 
     fn on_publish(&mut self, publish: Publish, now: Instant, gw: &mut Gateway) {
         let Some(topic) = inbound_topic(publish.topic, &self.predefined, &gw.registry) else {
-            GatewayStats::bump(&gw.stats.invalid_topic_id);
+            gw.count_bad_input(|stats| &stats.invalid_topic_id);
             info!(client_id = %self.client_id, topic = ?publish.topic, "PUBLISH refused: unknown topic id");
             // §5.4.13: PUBACK also reports errors; QoS −1 has no answer of any kind.
             if publish.qos != QoS::MinusOne {
@@ -496,20 +563,28 @@ impl ClientSession {
                 GatewayStats::bump(&gw.stats.refused);
                 self.transmit.push_back(puback(ReturnCode::Congestion));
             }
-            QoS::Two => {
-                self.route(&topic, &publish, now, gw);
-                self.inbound_qos2.insert(publish.msg_id);
-                self.transmit.push_back(SnMessage::PubRec { msg_id: publish.msg_id });
+            QoS::Two | QoS::One => {
+                let refused = self.route(&topic, &publish, now, gw).refused > 0;
+                let answer = if refused {
+                    // A full offline session, queue or memory budget (§5.4.13: PUBACK "rejected:
+                    // congestion"): the client keeps the message and may send it again.
+                    GatewayStats::bump(&gw.stats.refused);
+                    puback(ReturnCode::Congestion)
+                } else if publish.qos == QoS::Two {
+                    self.inbound_qos2.insert(publish.msg_id);
+                    SnMessage::PubRec { msg_id: publish.msg_id }
+                } else {
+                    puback(ReturnCode::Accepted)
+                };
+                self.transmit.push_back(answer);
             }
-            QoS::One => {
+            QoS::Zero | QoS::MinusOne => {
                 self.route(&topic, &publish, now, gw);
-                self.transmit.push_back(puback(ReturnCode::Accepted));
             }
-            QoS::Zero | QoS::MinusOne => self.route(&topic, &publish, now, gw),
         }
     }
 
-    fn route(&self, topic: &str, publish: &Publish, now: Instant, gw: &mut Gateway) {
+    fn route(&self, topic: &str, publish: &Publish, now: Instant, gw: &mut Gateway) -> PublishOutcome {
         let message = core_message(
             topic,
             publish.data.clone(),
@@ -519,8 +594,9 @@ impl ClientSession {
             &self.client_id,
             now,
         );
-        self.core.publish(Arc::new(message));
+        let outcome = self.core.publish(Arc::new(message));
         gw.count_in();
+        outcome
     }
 
     fn on_register(&mut self, register: Register, gw: &mut Gateway) {
@@ -711,11 +787,12 @@ impl ClientSession {
     /// awake period with PINGRESP; asks for more deliveries when there is room.
     fn pump(&mut self, now: Instant, gw: &mut Gateway) {
         while self.out.inflight.is_none() {
-            let may_send = match &self.phase {
-                Phase::Active => true,
-                Phase::Awake { remaining, .. } => *remaining > 0,
-                _ => false,
-            };
+            let may_send = self.address_proved
+                && match &self.phase {
+                    Phase::Active => true,
+                    Phase::Awake { remaining, .. } => *remaining > 0,
+                    _ => false,
+                };
             if !may_send {
                 break;
             }
@@ -900,7 +977,9 @@ fn settle(delivery: &Delivery) {
 #[cfg(test)]
 mod tests {
     //! The state machine driven with synthetic time: keep-alive, sleep, retransmission and
-    //! expiry without sockets or real clocks.
+    //! expiry without sockets or real clocks. `handle_connect(.., true, ..)` is a CONNECT from
+    //! the address the session is at, so that deliveries flow at once;
+    //! `deliveries_wait_until_a_new_address_speaks_again` covers the other case.
 
     use super::*;
     use crate::registry::TopicRegistry;
@@ -917,6 +996,9 @@ mod tests {
             max_subscriptions: 4,
             session_expiry: Duration::from_secs(3600),
             max_retained_per_subscribe: 8,
+            handshake_timeout: Duration::from_secs(20),
+            first_message_timeout: Duration::from_secs(60),
+            max_keep_alive: Duration::from_secs(3600),
         };
         Gateway { router, registry: TopicRegistry::new(100), stats: Arc::default(), limits }
     }
@@ -952,7 +1034,7 @@ mod tests {
         watcher.subscribe("w", 0, SubscriptionOptions::default()).unwrap();
         let t0 = Instant::now();
         let mut s = session(&gw, t0);
-        s.handle_connect(&connect(10, true, true), t0, &mut gw);
+        s.handle_connect(&connect(10, true, true), true, t0, &mut gw);
         assert_eq!(transmitted(&mut s), [SnMessage::WillTopicReq]);
         let will = WillTopic { qos: QoS::Zero, retain: false, topic: "w".into() };
         s.handle(SnMessage::WillTopic(Some(will)), t0, &mut gw);
@@ -976,15 +1058,89 @@ mod tests {
     }
 
     #[test]
-    fn an_unfinished_will_handshake_is_abandoned() {
+    fn an_unfinished_will_handshake_is_abandoned_at_handshake_timeout_after_the_connect() {
         let mut gw = gateway();
         let t0 = Instant::now();
         let mut s = session(&gw, t0);
-        s.handle_connect(&connect(10, true, true), t0, &mut gw);
-        let deadline = t0 + gw.limits.handshake_timeout();
+        s.handle_connect(&connect(10, true, true), true, t0, &mut gw);
+        let deadline = t0 + gw.limits.handshake_timeout;
+        assert_eq!(s.poll_timeout(), Some(deadline));
+        // The second step does not restart the clock.
+        let will = WillTopic { qos: QoS::Zero, retain: false, topic: "w".into() };
+        s.handle(SnMessage::WillTopic(Some(will)), t0 + Duration::from_secs(15), &mut gw);
+        assert_eq!(transmitted(&mut s), [SnMessage::WillTopicReq, SnMessage::WillMsgReq]);
         assert_eq!(s.poll_timeout(), Some(deadline));
         s.handle_timeout(deadline);
-        assert_eq!(events(&mut s), [Event::Ended { reason: CloseReason::KeepAliveTimeout, keep: false }]);
+        assert_eq!(events(&mut s), [Event::Ended { reason: CloseReason::IdleTimeout, keep: false }]);
+    }
+
+    #[test]
+    fn a_session_that_says_nothing_after_connect_expires_at_first_message_timeout() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut silent = session(&gw, t0);
+        silent.handle_connect(&connect(600, true, false), true, t0, &mut gw);
+        let expiry = t0 + gw.limits.first_message_timeout;
+        assert_eq!(silent.poll_timeout(), Some(expiry));
+        silent.handle_timeout(expiry);
+        assert!(events(&mut silent).contains(&Event::Ended { reason: CloseReason::IdleTimeout, keep: false }));
+
+        // One message, and the client's own keep-alive applies.
+        let mut used = session(&gw, t0);
+        used.handle_connect(&connect(600, true, false), true, t0, &mut gw);
+        used.handle(SnMessage::PingReq { client_id: None }, t0, &mut gw);
+        assert_eq!(used.poll_timeout(), Some(t0 + Duration::from_secs(900)));
+        // A keep-alive shorter than first_message_timeout wins over it.
+        let mut quick = session(&gw, t0);
+        quick.handle_connect(&connect(10, true, false), true, t0, &mut gw);
+        assert_eq!(quick.poll_timeout(), Some(t0 + Duration::from_secs(15)));
+    }
+
+    #[test]
+    fn keep_alive_zero_or_past_the_maximum_gets_max_keep_alive() {
+        let mut gw = gateway();
+        let watcher = gw.router.open_session(Protocol::Mqtt);
+        watcher.subscribe("w", 0, SubscriptionOptions::default()).unwrap();
+        let t0 = Instant::now();
+        for asked in [0, u16::MAX] {
+            let mut s = session(&gw, t0);
+            s.handle_connect(&connect(asked, true, true), true, t0, &mut gw);
+            let will = WillTopic { qos: QoS::Zero, retain: false, topic: "w".into() };
+            s.handle(SnMessage::WillTopic(Some(will)), t0, &mut gw);
+            s.handle(SnMessage::WillMsg { will_msg: Bytes::from_static(b"gone") }, t0, &mut gw);
+            let lost = t0 + gw.limits.max_keep_alive.mul_f32(1.5);
+            assert_eq!(s.poll_timeout(), Some(lost), "asked {asked}");
+            s.handle_timeout(lost);
+            assert!(events(&mut s).contains(&Event::Ended { reason: CloseReason::IdleTimeout, keep: false }));
+        }
+        assert_eq!(watcher.receiver().len(), 2, "both wills published");
+    }
+
+    #[test]
+    fn deliveries_wait_until_a_new_address_speaks_again() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(60, true, false), true, t0, &mut gw);
+        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
+        let [SnMessage::Publish(first)] = &transmitted(&mut s)[1..] else { panic!() };
+        let msg_id = first.msg_id;
+        s.handle(SnMessage::Disconnect { duration: Some(100) }, t0, &mut gw);
+        transmitted(&mut s);
+        // Awake again by a CONNECT from an address the session was not at: only the CONNACK
+        // goes there, neither the unacknowledged PUBLISH nor a retransmission timer.
+        let t1 = t0 + Duration::from_secs(5);
+        s.handle_connect(&connect(60, true, false), false, t1, &mut gw);
+        assert_eq!(transmitted(&mut s), [SnMessage::ConnAck { return_code: ReturnCode::Accepted }]);
+        assert_eq!(s.poll_timeout(), Some(t1 + gw.limits.first_message_timeout));
+        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t1, &mut gw);
+        assert!(transmitted(&mut s).is_empty());
+        // The client speaks from there: what waited goes out, ahead of the answer.
+        s.handle(SnMessage::PingReq { client_id: None }, t1, &mut gw);
+        let sent = transmitted(&mut s);
+        let [SnMessage::Publish(resent), SnMessage::PingResp] = &sent[..] else { panic!("{sent:?}") };
+        assert!(resent.dup && resent.msg_id == msg_id);
+        assert_eq!(s.poll_timeout(), Some(t1 + gw.limits.retransmit_timeout));
     }
 
     #[test]
@@ -992,7 +1148,7 @@ mod tests {
         let mut gw = gateway();
         let t0 = Instant::now();
         let mut s = session(&gw, t0);
-        s.handle_connect(&connect(0, true, false), t0, &mut gw);
+        s.handle_connect(&connect(0, true, false), true, t0, &mut gw);
         transmitted(&mut s);
         s.handle_deliveries(vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
         let [SnMessage::Publish(first)] = &transmitted(&mut s)[..] else { panic!() };
@@ -1015,7 +1171,7 @@ mod tests {
         let mut gw = gateway();
         let t0 = Instant::now();
         let mut s = session(&gw, t0);
-        s.handle_connect(&connect(0, true, false), t0, &mut gw);
+        s.handle_connect(&connect(0, true, false), true, t0, &mut gw);
         transmitted(&mut s);
         s.handle_deliveries(
             vec![delivery("ab", CoreQoS::ExactlyOnce, SHORT), delivery("ab", CoreQoS::AtMostOnce, SHORT)],
@@ -1033,7 +1189,8 @@ mod tests {
         // The QoS 0 message waited for the exchange to complete.
         let [SnMessage::Publish(next)] = &transmitted(&mut s)[..] else { panic!() };
         assert_eq!(next.qos, QoS::Zero);
-        assert_eq!(s.poll_timeout(), None);
+        // No retransmission timer left; keep-alive 0 is supervised at max_keep_alive.
+        assert_eq!(s.poll_timeout(), Some(later + gw.limits.max_keep_alive.mul_f32(1.5)));
     }
 
     #[test]
@@ -1041,7 +1198,7 @@ mod tests {
         let mut gw = gateway();
         let t0 = Instant::now();
         let mut s = session(&gw, t0);
-        s.handle_connect(&connect(30, true, false), t0, &mut gw);
+        s.handle_connect(&connect(30, true, false), true, t0, &mut gw);
         transmitted(&mut s);
         s.handle_deliveries(vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
         assert_eq!(transmitted(&mut s).len(), 1);
@@ -1077,7 +1234,7 @@ mod tests {
         let mut gw = gateway();
         let t0 = Instant::now();
         let mut s = session(&gw, t0);
-        s.handle_connect(&connect(0, false, false), t0, &mut gw);
+        s.handle_connect(&connect(0, false, false), true, t0, &mut gw);
         transmitted(&mut s);
         events(&mut s);
         s.handle_deliveries(
@@ -1118,7 +1275,7 @@ mod tests {
         let mut gw = gateway();
         let t0 = Instant::now();
         let mut s = session(&gw, t0);
-        s.handle_connect(&connect(0, true, false), t0, &mut gw);
+        s.handle_connect(&connect(0, true, false), true, t0, &mut gw);
         transmitted(&mut s);
         s.handle_deliveries(
             vec![delivery("a/b", CoreQoS::AtMostOnce, 0), delivery("c/d", CoreQoS::AtMostOnce, 0)],

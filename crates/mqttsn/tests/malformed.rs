@@ -7,7 +7,8 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use mqttsn_codec::{Encapsulated, Message, Publish, PublishTopic, QoS, Register, ReturnCode, SubscribeTopic};
+use mqttsn_codec::{Encapsulated, Message, PubAck, Publish, PublishTopic, QoS, Register, ReturnCode, SubscribeTopic};
+use tolk_core::{DropReason, Protocol};
 use tolk_mqttsn::{GatewayStats, MqttSnConfig};
 
 #[tokio::test]
@@ -107,5 +108,73 @@ async fn forwarder_encapsulation_is_dropped_and_counted() {
     client.send(&Message::Encapsulated(wrapped)).await;
     client.expect_nothing(Duration::from_millis(150)).await;
     assert_eq!(GatewayStats::get(&gw.stats.unsupported), 1);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn every_datagram_dropped_as_bad_input_is_counted_as_malformed_in_the_broker_metrics() {
+    let gw = support::start(MqttSnConfig { max_message_size_bytes: 64, ..support::config() }).await;
+    let stranger = gw.client().await;
+    // Does not decode; larger than max_message_size_bytes.
+    stranger.send_raw(&[0x02, 0x03]).await;
+    stranger.send_raw(&[0x00; 70]).await;
+    // Needs a session: a PUBLISH, and a PINGREQ naming a client that is not at this address.
+    let data = Bytes::from_static(b"x");
+    let publish =
+        Publish { dup: false, qos: QoS::Zero, retain: false, topic: PublishTopic::Short(*b"ab"), msg_id: 0, data };
+    stranger.send(&Message::Publish(publish.clone())).await;
+    stranger.send(&Message::PingReq { client_id: Some("nobody".into()) }).await;
+    // QoS −1 to a registered id (§6.8 allows pre-defined and short topics only).
+    let anonymous = Publish { qos: QoS::MinusOne, topic: PublishTopic::Normal(1), ..publish };
+    stranger.send(&Message::Publish(anonymous)).await;
+    // Never from a client: a forwarder encapsulation (not supported).
+    let wrapped = Encapsulated {
+        ctrl: 0,
+        wireless_node_id: Bytes::from_static(b"node"),
+        message: Box::new(Message::PingReq { client_id: None }),
+    };
+    stranger.send(&Message::Encapsulated(wrapped)).await;
+    let disconnect = vec![0x02, 0x18];
+    assert_eq!(stranger.answers_so_far().await, [disconnect.clone(), disconnect]);
+
+    let client = gw.client().await;
+    // A CONNECT that is not MQTT-SN 1.2.
+    let mut foreign = support::client::connect("c", 60, true, true);
+    if let Message::Connect(c) = &mut foreign {
+        c.protocol_id = 0x02;
+    }
+    client.send(&foreign).await;
+    assert_eq!(client.recv().await, Message::ConnAck { return_code: ReturnCode::NotSupported });
+    // Out of order during the will handshake: a PINGREQ instead of WILLTOPIC is ignored.
+    client.send(&support::client::connect("c", 60, true, true)).await;
+    assert_eq!(client.recv().await, Message::WillTopicReq);
+    client.send(&Message::PingReq { client_id: None }).await;
+    client.send(&Message::WillTopic(None)).await;
+    assert_eq!(client.recv().await, Message::ConnAck { return_code: ReturnCode::Accepted });
+    // Connected: a message only a gateway sends, garbage, and a PUBLISH to an id nobody registered.
+    client.send(&Message::WillTopicReq).await;
+    client.send_raw(&[0x03, 0xFF, 0x00]).await;
+    let unknown = Publish {
+        dup: false,
+        qos: QoS::Zero,
+        retain: false,
+        topic: PublishTopic::Normal(77),
+        msg_id: 0,
+        data: Bytes::new(),
+    };
+    client.send(&Message::Publish(unknown)).await;
+    let refusal = Message::PubAck(PubAck { topic_id: 77, msg_id: 0, return_code: ReturnCode::InvalidTopicId });
+    assert_eq!(client.recv().await, refusal);
+
+    let counters = gw.metrics().protocol(Protocol::MqttSn);
+    assert_eq!(counters.dropped_count(DropReason::Malformed), 11);
+    let text = gw.metrics().render_prometheus();
+    assert!(text.contains("tolk_messages_dropped_total{protocol=\"mqttsn\",reason=\"malformed\"} 11\n"), "{text}");
+    // The gateway's own counters say which kind.
+    assert_eq!(GatewayStats::get(&gw.stats.malformed), 3);
+    assert_eq!(GatewayStats::get(&gw.stats.not_connected), 2);
+    assert_eq!(GatewayStats::get(&gw.stats.invalid_topic_id), 2);
+    assert_eq!(GatewayStats::get(&gw.stats.unsupported), 3);
+    assert_eq!(GatewayStats::get(&gw.stats.refused), 1);
     gw.stop().await;
 }

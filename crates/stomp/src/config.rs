@@ -17,6 +17,10 @@ pub struct StompConfig {
     pub bind: SocketAddr,
     /// Most simultaneous STOMP connections; more are accepted and closed at once.
     pub max_connections: usize,
+    /// Most simultaneous connections from one IP address, so that one host cannot take every
+    /// slot. A device needs one or two; raise it for many clients behind one NAT or a load
+    /// generator on one machine.
+    pub max_connections_per_address: usize,
     /// Largest frame accepted from a client in bytes, from the command line to the terminating
     /// NUL (headers and body together). A bigger frame is answered with ERROR and the connection
     /// is closed.
@@ -38,6 +42,10 @@ pub struct StompConfig {
     /// drops silent clients.
     #[serde(with = "humantime_serde")]
     pub heart_beat_receive: Duration,
+    /// Longest a connected client may stay silent, whatever heart-beats it negotiated (none
+    /// included): a silent socket cannot hold a connection slot forever. `0s` = no bound.
+    #[serde(with = "humantime_serde")]
+    pub max_silence: Duration,
     /// Time a new connection has to send its CONNECT (or STOMP) frame before it is closed.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
@@ -74,11 +82,13 @@ impl Default for StompConfig {
             enabled: true,
             bind: SocketAddr::from(([0, 0, 0, 0], default_port())),
             max_connections: 10_000,
+            max_connections_per_address: 100,
             max_frame_size_bytes: Limits::DEFAULT_MAX_FRAME_SIZE,
             max_headers: Limits::DEFAULT_MAX_HEADERS,
             max_header_line_bytes: Limits::DEFAULT_MAX_HEADER_LINE,
             heart_beat_send: Duration::from_secs(10),
             heart_beat_receive: Duration::from_secs(1),
+            max_silence: Duration::from_secs(3600),
             connect_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(30),
             max_subscriptions: 256,

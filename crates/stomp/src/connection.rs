@@ -8,16 +8,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use stomp_codec::{Command, Decoded, Decoder, Frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::time::{sleep_until, timeout};
-use tokio_util::sync::CancellationToken;
 use tolk_core::hold::{self, Held, HeldInput};
-use tolk_core::listener::Connection;
+use tolk_core::listener::{Connection, linger};
 use tolk_core::{CloseReason, Protocol, frontend::record_delivery};
 use tracing::debug;
 
@@ -28,13 +27,6 @@ use crate::session::{Now, StompSession, Written};
 const READ_CHUNK: usize = 8 * 1024;
 /// Deliveries taken from the outbox per wake-up, so one flush covers a burst.
 const BATCH: usize = 64;
-/// After ERROR (or the DISCONNECT receipt), how long the broker keeps reading and discarding
-/// before it drops the socket. Closing with unread input makes the kernel send RST, which can
-/// destroy the ERROR frame before the client reads it; half-closing and draining for a moment
-/// lets the client see ERROR then EOF.
-const LINGER: Duration = Duration::from_secs(1);
-/// Most bytes discarded while lingering.
-const LINGER_BYTES: usize = 1024 * 1024;
 
 /// Runs one STOMP connection to its end.
 pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> CloseReason {
@@ -68,6 +60,7 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
         // publisher down instead of the subscriber being dropped.
         let congested = session.core().is_congesting();
         let reading = hold::may_read(&held);
+        let max_deliveries = if session.accepts_deliveries() { BATCH } else { 0 };
         let step = tokio::select! {
             _ = shutdown.cancelled() => Err(session.handle_shutdown()),
             // Waits for readability without a buffer; one is allocated only when bytes are there.
@@ -87,7 +80,10 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
                     return CloseReason::IoError;
                 }
             },
-            drained = session.receiver().drain(&mut batch, BATCH), if session.accepts_deliveries() => match drained {
+            // Polled even when the client holds all the unacknowledged messages it may (max 0):
+            // it then returns only when the outbox overflows, which is how a client that stops
+            // acknowledging is told and closed instead of being dropped from silently.
+            drained = session.receiver().drain(&mut batch, max_deliveries) => match drained {
                 Ok(_) => {
                     let now = Now::current();
                     written.extend(batch.drain(..).filter_map(|d| session.handle_delivery(d, now)));
@@ -135,6 +131,9 @@ pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> C
         }
 
         if let Err(reason) = step {
+            // Subscriptions end before lingering: a client that is gone must not hold
+            // publishers back for the second the socket drains.
+            drop(session);
             Box::pin(linger(&mut reader, &mut writer, &shutdown)).await;
             return reason;
         }
@@ -210,29 +209,5 @@ impl HeldInput for Input<'_> {
 
     fn size_of(frame: &Frame) -> usize {
         frame.body.len()
-    }
-}
-
-/// Half-closes, then reads and discards until the client closes, for at most [`LINGER`].
-async fn linger(reader: &mut OwnedReadHalf, writer: &mut OwnedWriteHalf, shutdown: &CancellationToken) {
-    if shutdown.is_cancelled() {
-        let _ = timeout(Duration::from_millis(100), writer.shutdown()).await;
-        return;
-    }
-    let drain = async {
-        let _ = writer.shutdown().await;
-        // On the heap: a buffer on the stack would be part of every connection's task.
-        let mut sink = vec![0u8; 4096];
-        let mut total = 0;
-        while let Ok(n) = reader.read(&mut sink).await {
-            total += n;
-            if n == 0 || total > LINGER_BYTES {
-                break;
-            }
-        }
-    };
-    tokio::select! {
-        _ = shutdown.cancelled() => {}
-        _ = timeout(LINGER, drain) => {}
     }
 }

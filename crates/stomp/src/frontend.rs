@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
-use tolk_core::listener::{Connection, ConnectionHandler, bind_tcp, spawn_tcp};
+use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, bind_tcp, spawn_tcp};
 use tolk_core::{CloseReason, Protocol};
 
 use crate::auth::{AllowAll, Authenticator};
@@ -50,9 +50,12 @@ impl FrontEnd for StompFrontEnd {
             }
             let listener = bind_tcp("stomp", self.config.bind).await?;
             let addr = listener.local_addr()?;
-            let max_connections = self.config.max_connections;
+            let limits = ConnectionLimits {
+                max_connections: self.config.max_connections,
+                max_per_address: self.config.max_connections_per_address,
+            };
             let handler = Arc::new(StompHandler { config: Arc::new(self.config), auth: self.auth });
-            spawn_tcp(listener, handler, max_connections, &ctx);
+            spawn_tcp(listener, handler, limits, &ctx);
             tracing::info!(%addr, "STOMP listening");
             Ok(vec![addr])
         })

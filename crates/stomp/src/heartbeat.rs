@@ -15,14 +15,19 @@ pub const TOLERANCE_FACTOR: u32 = 2;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Liveness {
     schedule: HeartBeatSchedule,
+    /// The longest silence allowed whatever was negotiated (`None`: no bound).
+    max_silence: Option<Duration>,
     last_read: Instant,
     last_write: Instant,
 }
 
 impl Liveness {
-    /// Starts both clocks at `now` (the CONNECTED frame is about to be written).
-    pub fn new(schedule: HeartBeatSchedule, now: Instant) -> Self {
-        Liveness { schedule, last_read: now, last_write: now }
+    /// Starts both clocks at `now` (the CONNECTED frame is about to be written). A client is
+    /// never allowed more than `max_silence` without a byte, even one that offered no
+    /// heart-beats (zero: no bound).
+    pub fn new(schedule: HeartBeatSchedule, max_silence: Duration, now: Instant) -> Self {
+        let max_silence = (!max_silence.is_zero()).then_some(max_silence);
+        Liveness { schedule, max_silence, last_read: now, last_write: now }
     }
 
     /// Any byte from the client proves it alive, not only EOLs and whole frames.
@@ -35,9 +40,14 @@ impl Liveness {
         self.last_write = now;
     }
 
-    /// How long the client may stay silent, if it is expected to heart-beat.
+    /// How long the client may stay silent: twice its heart-beat interval, at most
+    /// `max_silence`.
     pub fn read_timeout(&self) -> Option<Duration> {
-        self.schedule.client_to_server.map(|interval| interval * TOLERANCE_FACTOR)
+        let negotiated = self.schedule.client_to_server.map(|interval| interval * TOLERANCE_FACTOR);
+        match (negotiated, self.max_silence) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// When the client is considered dead unless something arrives.
@@ -80,7 +90,11 @@ mod tests {
     #[test]
     fn silent_client_dies_after_twice_the_interval() {
         let t0 = Instant::now();
-        let mut l = Liveness::new(HeartBeatSchedule { client_to_server: Some(ms(100)), server_to_client: None }, t0);
+        let mut l = Liveness::new(
+            HeartBeatSchedule { client_to_server: Some(ms(100)), server_to_client: None },
+            Duration::ZERO,
+            t0,
+        );
         assert_eq!(l.next_deadline(), Some(t0 + ms(200)));
         assert!(!l.is_dead(t0 + ms(199)));
         assert!(l.is_dead(t0 + ms(200)));
@@ -92,7 +106,11 @@ mod tests {
     #[test]
     fn broker_heart_beats_when_it_has_written_nothing_for_an_interval() {
         let t0 = Instant::now();
-        let mut l = Liveness::new(HeartBeatSchedule { client_to_server: None, server_to_client: Some(ms(50)) }, t0);
+        let mut l = Liveness::new(
+            HeartBeatSchedule { client_to_server: None, server_to_client: Some(ms(50)) },
+            Duration::ZERO,
+            t0,
+        );
         assert!(!l.heart_beat_due(t0 + ms(49)));
         assert!(l.heart_beat_due(t0 + ms(50)));
         l.note_write(t0 + ms(50));
@@ -101,8 +119,23 @@ mod tests {
     }
 
     #[test]
+    fn silence_is_bounded_even_without_heart_beats() {
+        let t0 = Instant::now();
+        let none = HeartBeatSchedule { client_to_server: None, server_to_client: None };
+        let l = Liveness::new(none, ms(300), t0);
+        assert!(!l.is_dead(t0 + ms(299)));
+        assert!(l.is_dead(t0 + ms(300)));
+        let slow = HeartBeatSchedule { client_to_server: Some(ms(1000)), server_to_client: None };
+        assert_eq!(Liveness::new(slow, ms(300), t0).read_timeout(), Some(ms(300)), "the bound caps a long interval");
+    }
+
+    #[test]
     fn no_schedule_no_deadline() {
-        let l = Liveness::new(HeartBeatSchedule { client_to_server: None, server_to_client: None }, Instant::now());
+        let l = Liveness::new(
+            HeartBeatSchedule { client_to_server: None, server_to_client: None },
+            Duration::ZERO,
+            Instant::now(),
+        );
         assert_eq!(l.next_deadline(), None);
     }
 }

@@ -293,8 +293,10 @@ impl StompSession {
         self.encoder.set_version(agreed.version);
         self.client_id = Arc::from(agreed.client_id.as_str());
         self.write(&agreed.connected);
-        self.phase =
-            Phase::Connected { version: agreed.version, liveness: Liveness::new(agreed.schedule, now.instant) };
+        self.phase = Phase::Connected {
+            version: agreed.version,
+            liveness: Liveness::new(agreed.schedule, self.config.max_silence, now.instant),
+        };
         Ok(Flow::Continue)
     }
 
@@ -394,10 +396,20 @@ impl StompSession {
             counters.dropped(DropReason::Expired, 1);
             return Ok(());
         }
+        let at_least_once = message.qos >= QoS::AtLeastOnce;
         let message = Arc::new(message);
         if !to_queue {
-            self.core.publish(message);
             counters.messages_in.fetch_add(1, Relaxed);
+            let outcome = self.core.publish(message);
+            if outcome.refused > 0 && at_least_once {
+                // STOMP has no negative receipt: an ERROR instead of the RECEIPT tells the
+                // publisher that this message was not kept for everyone.
+                return Err(StompError::limit(if outcome.memory_full {
+                    "the broker's memory budget is used up; message refused".to_owned()
+                } else {
+                    format!("{} subscriber queue(s) full; message refused", outcome.refused)
+                }));
+            }
             return Ok(());
         }
         // A queue deleted (by another protocol) between lookup and push is declared afresh once.
@@ -409,8 +421,7 @@ impl StompSession {
                     return Ok(());
                 }
                 QueuePush::Full => {
-                    counters.dropped(DropReason::QueueFull, 1);
-                    // STOMP has no negative receipt; refusing the message is an ERROR.
+                    // Counted by the queue. STOMP has no negative receipt; refusing the message is an ERROR.
                     return Err(StompError::limit(format!(
                         "queue '{}' is full ({} messages waiting); message refused",
                         queue.name(),

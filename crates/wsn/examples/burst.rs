@@ -46,9 +46,11 @@ async fn main() {
 
     let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
     let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
-    let app = WsnFrontEnd::new(WsnConfig::default()).routes(ctx.clone());
+    let front_end = WsnFrontEnd::new(WsnConfig::default());
+    let app = front_end.routes(ctx.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let broker = listener.local_addr().unwrap();
+    front_end.listening_on(broker);
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let (tx, mut rx) = mpsc::unbounded_channel();

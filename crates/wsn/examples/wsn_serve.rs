@@ -16,8 +16,10 @@ async fn main() {
     let bind = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8080".to_owned());
     let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
     let ctx = FrontEndContext::new(router, std::env::temp_dir());
-    let app = WsnFrontEnd::new(WsnConfig::default()).routes(ctx.clone());
+    let front_end = WsnFrontEnd::new(WsnConfig::default());
+    let app = front_end.routes(ctx.clone());
     let listener = tokio::net::TcpListener::bind(&bind).await.expect("bind");
+    front_end.listening_on(listener.local_addr().expect("address"));
     println!("WS-N endpoint on http://{}/wsn", listener.local_addr().expect("address"));
     let shutdown = ctx.shutdown.clone();
     tokio::spawn(async move {

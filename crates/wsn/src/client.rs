@@ -1,19 +1,24 @@
 //! The HTTP client that POSTs notifications to consumers: hyper's pooled HTTP/1.1 client, so a
 //! consumer receiving a stream of notifications reuses one keep-alive connection instead of
-//! paying a TCP handshake per message. Plain `http://` only: the connector refuses other
-//! schemes (https consumers are refused earlier, at Subscribe, with a fault saying so).
+//! paying a TCP handshake per message. Connections are made by [`GuardedConnector`], which
+//! connects only to addresses the consumer policy allows. Plain `http://` only: the connector
+//! refuses other schemes (https consumers are refused earlier, at Subscribe, with a fault
+//! saying so). Every request carries this broker's loop mark ([`crate::loopmark`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderValue, Method, Request, Uri, header};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use wsn_xml::SoapVersion;
 
+use crate::allow::ConsumerPolicy;
 use crate::config::PushConfig;
+use crate::connector::GuardedConnector;
+use crate::loopmark;
 
 /// Most bytes of a consumer's response body read (and thrown away) so that the connection can
 /// be reused; a longer answer is cut off and its connection closed.
@@ -38,16 +43,13 @@ pub(crate) enum PostError {
 
 /// A pooled client shared by every push subscription.
 pub(crate) struct NotifyClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<GuardedConnector, Full<Bytes>>,
     timeout: Duration,
 }
 
 impl NotifyClient {
-    pub(crate) fn new(config: &PushConfig) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(config.request_timeout));
-        connector.enforce_http(true);
+    pub(crate) fn new(config: &PushConfig, policy: Arc<ConsumerPolicy>) -> Self {
+        let connector = GuardedConnector::new(policy, config.request_timeout);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .pool_max_idle_per_host(config.max_concurrent_per_consumer.max(1))
@@ -55,12 +57,20 @@ impl NotifyClient {
         NotifyClient { client, timeout: config.request_timeout }
     }
 
-    /// POSTs one SOAP message and waits for a 2xx answer, within the request timeout.
-    pub(crate) async fn post(&self, uri: &Uri, soap: SoapVersion, body: Bytes) -> Result<(), PostError> {
+    /// POSTs one SOAP message carrying the loop `mark` and waits for a 2xx answer, within the
+    /// request timeout.
+    pub(crate) async fn post(
+        &self,
+        uri: &Uri,
+        soap: SoapVersion,
+        mark: &HeaderValue,
+        body: Bytes,
+    ) -> Result<(), PostError> {
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = uri.clone();
         let headers = request.headers_mut();
+        headers.insert(loopmark::HEADER, mark.clone());
         match soap {
             SoapVersion::V11 => {
                 headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml; charset=utf-8"));

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::allow::AllowEntry;
+
 /// Settings of the WS-Notification (WS-BaseNotification 1.3) endpoint. It is served by the
 /// broker's HTTP server (`[http] bind`), not on a port of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +92,16 @@ pub struct PushConfig {
     /// Requests in flight at once to one consumer address (scheme, host and port), across all
     /// of its subscriptions. Each subscription delivers in order, one request at a time.
     pub max_concurrent_per_consumer: usize,
+    /// The consumers notifications may be POSTed to: networks in CIDR form
+    /// (`"192.168.0.0/16"`), single addresses (`"10.0.0.5"`, `"fd00::7"`) or host names
+    /// (`"dashboard.lan"`, matched exactly, case-insensitively). The broker POSTs to whatever
+    /// address a Subscribe names, so on a network with internal services set this to the
+    /// networks consumers live on. Empty (the default) allows any host. A Subscribe naming
+    /// another consumer is answered with SubscribeCreationFailedFault; the address is checked
+    /// again on every new connection, so a name that starts resolving elsewhere is not
+    /// followed. A host name entry trusts whatever that name resolves to. Consumers that are
+    /// the broker itself (its HTTP port on a loopback or local address) are always refused.
+    pub consumer_allow: Vec<String>,
 }
 
 /// Pull point limits.
@@ -97,7 +109,7 @@ pub struct PushConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct PullPointConfig {
     /// Notifications a pull point holds until GetMessages takes them; when full, new ones are
-    /// dropped (counted as `outbox_full`). Also the most one GetMessages returns.
+    /// dropped (counted as `queue_full`). Also the most one GetMessages returns.
     pub max_messages: usize,
     /// Most pull points at once; CreatePullPoint beyond it is answered with
     /// UnableToCreatePullPointFault.
@@ -107,6 +119,15 @@ pub struct PullPointConfig {
     /// abandoned ones must not pile up.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// Bytes one pull point holds until GetMessages takes them: each notification counts its
+    /// payload, topic and properties plus 384 bytes of bookkeeping. When full, new
+    /// notifications are dropped (counted as `queue_full`), and a Notify sent to the pull
+    /// point's own address is refused with a fault.
+    pub max_bytes: usize,
+    /// Bytes all pull points together hold (counted as for `max_bytes`); beyond it every pull
+    /// point drops new notifications as if it were full. Bounds what abandoned pull points can
+    /// take from a small gateway's memory.
+    pub total_max_bytes: usize,
 }
 
 /// The path WS-N brokers conventionally use on tolk's HTTP port.
@@ -145,13 +166,20 @@ impl Default for PushConfig {
             give_up_after: Duration::from_secs(300),
             request_timeout: Duration::from_secs(10),
             max_concurrent_per_consumer: 4,
+            consumer_allow: Vec::new(),
         }
     }
 }
 
 impl Default for PullPointConfig {
     fn default() -> Self {
-        PullPointConfig { max_messages: 1024, max_pull_points: 1000, idle_timeout: Duration::from_secs(3600) }
+        PullPointConfig {
+            max_messages: 1024,
+            max_pull_points: 1000,
+            idle_timeout: Duration::from_secs(3600),
+            max_bytes: 4 * 1024 * 1024,
+            total_max_bytes: 32 * 1024 * 1024,
+        }
     }
 }
 
@@ -181,9 +209,14 @@ impl WsnConfig {
             ("push.max_messages_per_notify", self.push.max_messages_per_notify),
             ("push.max_concurrent_per_consumer", self.push.max_concurrent_per_consumer),
             ("pull_point.max_messages", self.pull_point.max_messages),
+            ("pull_point.max_bytes", self.pull_point.max_bytes),
+            ("pull_point.total_max_bytes", self.pull_point.total_max_bytes),
         ];
         if let Some((name, _)) = zero.iter().find(|(_, v)| *v == 0) {
             return Err(format!("wsn.{name} must be at least 1"));
+        }
+        for entry in &self.push.consumer_allow {
+            AllowEntry::parse(entry).map_err(|e| format!("wsn.push.consumer_allow: {e}"))?;
         }
         if self.expiry_check_interval.is_zero() {
             return Err("wsn.expiry_check_interval must be more than 0s".into());
@@ -215,6 +248,15 @@ impl WsnConfig {
         fix(&mut c.push.max_messages_per_notify, defaults.push.max_messages_per_notify);
         fix(&mut c.push.max_concurrent_per_consumer, defaults.push.max_concurrent_per_consumer);
         fix(&mut c.pull_point.max_messages, defaults.pull_point.max_messages);
+        fix(&mut c.pull_point.max_bytes, defaults.pull_point.max_bytes);
+        fix(&mut c.pull_point.total_max_bytes, defaults.pull_point.total_max_bytes);
+        let allowed = c.push.consumer_allow.len();
+        c.push.consumer_allow.retain(|entry| AllowEntry::parse(entry).is_ok());
+        if allowed > 0 && c.push.consumer_allow.is_empty() {
+            // Fail closed: a list of nothing but invalid entries still restricts. RFC 6761
+            // reserves the name "invalid" and guarantees it never resolves.
+            c.push.consumer_allow.push("invalid".to_owned());
+        }
         if c.expiry_check_interval.is_zero() {
             c.expiry_check_interval = defaults.expiry_check_interval;
         }
@@ -256,5 +298,14 @@ mod tests {
         assert!(zero.validate().unwrap_err().contains("queue_per_consumer"));
         assert_eq!(zero.sanitized().validate(), Ok(()));
         assert_eq!(bad_path.sanitized().path, "/wsn");
+        let push = |allow: &[&str]| PushConfig {
+            consumer_allow: allow.iter().map(|s| (*s).to_owned()).collect(),
+            ..PushConfig::default()
+        };
+        let bad_allow = WsnConfig { push: push(&["10.0.0.0/8", "10.0.0.0/33"]), ..WsnConfig::default() };
+        assert!(bad_allow.validate().unwrap_err().contains("consumer_allow"));
+        assert_eq!(bad_allow.sanitized().push.consumer_allow, ["10.0.0.0/8"]);
+        let only_bad = WsnConfig { push: push(&["not a host"]), ..WsnConfig::default() };
+        assert_eq!(only_bad.sanitized().push.consumer_allow, ["invalid"], "still restricts");
     }
 }

@@ -3,12 +3,14 @@
 //! (`{path}/subscriptions/{id}`) or one pull point (`{path}/pullpoints/{id}`). The URL alone
 //! identifies a subscription or pull point: zeep does not echo reference parameters.
 //!
-//! Operations are synchronous (registry and router calls; nothing is awaited): they live in
-//! [`crate::producer`], [`crate::manager`] and [`crate::pullpoint_ops`]. Push delivery runs in
-//! its own tasks ([`crate::push`]).
+//! Operations live in [`crate::producer`], [`crate::manager`] and [`crate::pullpoint_ops`].
+//! Most are synchronous (registry and router calls); Subscribe awaits the resolution of the
+//! consumer's host and GetMessages the pull point's forwarding task. No lock is held across
+//! either. Push delivery runs in its own tasks ([`crate::push`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -20,11 +22,14 @@ use tolk_core::{CloseReason, Router, SessionId};
 use tracing::debug;
 use wsn_xml::{FaultKind, Limits, ReplyContext, Request, RequestEnvelope};
 
+use crate::allow::ConsumerPolicy;
 use crate::client::NotifyClient;
 use crate::config::WsnConfig;
 use crate::fault::{Refusal, shorten};
 use crate::ids::IdSource;
 use crate::lifetime::now_unix_millis;
+use crate::loopmark::LoopMark;
+use crate::memory::PullPointBytes;
 use crate::registry::Registry;
 use crate::subscription::Subscription;
 
@@ -62,6 +67,12 @@ pub(crate) struct Endpoint {
     pub registry: Registry,
     /// The push client.
     pub client: NotifyClient,
+    /// Which consumer addresses may be pushed to.
+    pub consumer_policy: Arc<ConsumerPolicy>,
+    /// The mark on every push, to recognise pushes that come back.
+    pub loop_mark: LoopMark,
+    /// Bytes held by all pull points.
+    pub pull_point_bytes: Arc<PullPointBytes>,
     /// Origin session of messages published by Notify.
     pub publisher: SessionId,
     /// Ids for addresses and messages.
@@ -79,16 +90,26 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    pub(crate) fn new(config: WsnConfig, ctx: &FrontEndContext) -> Self {
+    /// The endpoint of the HTTP server bound to `http_addr` (set once it listens).
+    pub(crate) fn new(config: WsnConfig, ctx: &FrontEndContext, http_addr: Arc<OnceLock<SocketAddr>>) -> Self {
         let limits = Limits { max_document_bytes: config.max_body_bytes, ..Limits::default() };
+        let push = &config.push;
+        let consumer_policy = Arc::new(ConsumerPolicy::new(&push.consumer_allow, http_addr, push.request_timeout));
+        let ids = IdSource::new();
         Endpoint {
             base_path: config.base_path(),
             limits,
             router: ctx.router.clone(),
             registry: Registry::new(ctx.router.metrics().clone()),
-            client: NotifyClient::new(&config.push),
+            client: NotifyClient::new(push, consumer_policy.clone()),
+            consumer_policy,
+            loop_mark: LoopMark::new(&ids),
+            pull_point_bytes: Arc::new(PullPointBytes::new(
+                ctx.router.budget().clone(),
+                config.pull_point.total_max_bytes,
+            )),
             publisher: ctx.router.next_session_id(),
-            ids: IdSource::new(),
+            ids,
             request_permits: Arc::new(Semaphore::new(config.max_concurrent_requests.max(1))),
             tracker: ctx.tracker.clone(),
             shutdown: ctx.shutdown.clone(),
@@ -139,7 +160,7 @@ impl Endpoint {
     }
 
     /// Runs the request on the resource. `base` is the scheme and authority addresses start with.
-    pub(crate) fn dispatch(
+    pub(crate) async fn dispatch(
         self: &Arc<Self>,
         resource: &Resource,
         envelope: RequestEnvelope,
@@ -155,7 +176,7 @@ impl Endpoint {
                 shorten(&local_name)
             ))),
             (Resource::Broker, Request::Notify(messages)) => self.notify(&messages, received_at),
-            (Resource::Broker, Request::Subscribe(subscribe)) => self.subscribe(&subscribe, ctx, base),
+            (Resource::Broker, Request::Subscribe(subscribe)) => self.subscribe(&subscribe, ctx, base).await,
             (Resource::Broker, Request::GetCurrentMessage { topic }) => self.get_current_message(&topic, ctx),
             (Resource::Broker, Request::CreatePullPoint) => self.create_pull_point(ctx, base),
             (Resource::Broker, Request::RegisterPublisher(_)) => Err(Refusal::new(
@@ -185,7 +206,7 @@ impl Endpoint {
                 self.resume(&*self.live_subscription(id)?, ctx)
             }
             (Resource::PullPoint(id), Request::GetMessages { maximum_number }) => {
-                self.get_messages(id, maximum_number, ctx)
+                self.get_messages(id, maximum_number, ctx).await
             }
             (Resource::PullPoint(id), Request::DestroyPullPoint) => self.destroy_pull_point(id, ctx),
             (Resource::PullPoint(id), Request::Notify(messages)) => self.notify_pull_point(id, &messages, received_at),

@@ -199,6 +199,19 @@ mod tests {
     }
 
     #[test]
+    fn deep_topic_expressions_do_not_recurse() {
+        // 100,000 levels on a 256 KiB stack: recursion per level would overflow it. Whether
+        // the core accepts a filter that long is its business; answering must not crash.
+        let run = || {
+            let deep = format!("{}/*", vec!["t:a"; 100_000].join("/"));
+            let answer = filters(&[(&deep, Dialect::Full), ("t:a//.", Dialect::Full)]);
+            assert!(matches!(answer, Ok(_) | Err(FaultKind::InvalidTopicExpression)), "{answer:?}");
+            assert_eq!(intersect(&"a/".repeat(100_000), &"+/".repeat(100_000)).map(|f| f.len()), Some(200_000));
+        };
+        std::thread::Builder::new().stack_size(256 * 1024).spawn(run).unwrap().join().unwrap();
+    }
+
+    #[test]
     fn expansion_is_bounded() {
         let many = (0..40).map(|i| format!("t:x{i}")).collect::<Vec<_>>().join(" | ");
         assert_eq!(filters(&[(&many, Dialect::Full)]), Err(FaultKind::InvalidTopicExpression));

@@ -1,9 +1,12 @@
 //! [`WsnFrontEnd`]: builds the endpoint from its configuration and hands the broker the routes
 //! to merge into its HTTP app. It binds no socket of its own (so it does not implement the TCP
-//! `FrontEnd` trait); its background tasks (one push task per push subscription, the expiry
-//! sweeper) run on the context's task tracker and stop at broker shutdown.
+//! `FrontEnd` trait), but it must be told the address the HTTP server is bound to
+//! ([`WsnFrontEnd::listening_on`]), to refuse consumers that are the broker itself. Its
+//! background tasks (one push task per push subscription, one forwarding task per pull point,
+//! the expiry sweeper) run on the context's task tracker and stop at broker shutdown.
 
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
 use tolk_core::frontend::FrontEndContext;
 use tracing::{error, info};
@@ -15,12 +18,23 @@ use crate::endpoint::Endpoint;
 /// broker's HTTP server.
 pub struct WsnFrontEnd {
     config: WsnConfig,
+    /// The HTTP server's bound address, shared with the endpoint's consumer policy.
+    http_addr: Arc<OnceLock<SocketAddr>>,
 }
 
 impl WsnFrontEnd {
     /// A front end with this configuration (nothing runs until [`WsnFrontEnd::routes`]).
     pub fn new(config: WsnConfig) -> Self {
-        WsnFrontEnd { config }
+        WsnFrontEnd { config, http_addr: Arc::default() }
+    }
+
+    /// Tells the endpoint the address its HTTP server is bound to (the bound one, so that port
+    /// 0 works), once the server is listening; the first address given stays. From then on a
+    /// Subscribe whose consumer resolves to that port on a loopback or local address (the
+    /// broker under another name) is refused. Until then only the broker's own name, as
+    /// clients reach it, is recognised, and loops are caught when the first push comes back.
+    pub fn listening_on(&self, http_addr: SocketAddr) {
+        let _ = self.http_addr.set(http_addr);
     }
 
     /// The configuration in force.
@@ -32,7 +46,8 @@ impl WsnFrontEnd {
     /// `{path}/pullpoints/{id}`) as a stateless `Router` to `.merge()` into the broker's HTTP
     /// app, and its background tasks spawned on `ctx.tracker`, stopping on `ctx.shutdown`.
     /// Disabled, it returns an empty router. An invalid configuration (see
-    /// [`WsnConfig::validate`]) is logged and the default path used, since routes cannot fail.
+    /// [`WsnConfig::validate`]) is logged and the defaults used for what is invalid, since
+    /// routes cannot fail.
     pub fn routes(&self, ctx: FrontEndContext) -> axum::Router {
         if !self.config.enabled {
             return axum::Router::new();
@@ -44,7 +59,7 @@ impl WsnFrontEnd {
                 self.config.sanitized()
             }
         };
-        let endpoint = Arc::new(Endpoint::new(config, &ctx));
+        let endpoint = Arc::new(Endpoint::new(config, &ctx, self.http_addr.clone()));
         let sweeper = endpoint.clone();
         ctx.tracker.spawn(async move {
             let period = sweeper.config.expiry_check_interval.max(std::time::Duration::from_millis(1));

@@ -9,9 +9,12 @@
 //!   complete within `body_read_timeout` is answered `408`. More than
 //!   `max_concurrent_requests` requests at once are answered `503`.
 //! - Success is `200` with the response envelope; Notify is `202 Accepted` with no body.
-//!   Faults are `500` in SOAP 1.1 and `400` (Sender) / `500` (Receiver) in SOAP 1.2. A request
-//!   too broken to show its SOAP version is answered in the version its `Content-Type` names,
+//!   Every SOAP fault is `500`, in SOAP 1.2 too (see [`Fault::HTTP_STATUS`]: Apache CXF reads
+//!   typed faults only from a 500). A request that is not SOAP at all (not XML, a DTD, not an
+//!   Envelope) is `400`, still with a fault body for clients that read one. A request too
+//!   broken to show its SOAP version is answered in the version its `Content-Type` names,
 //!   else SOAP 1.1.
+//! - A request carrying this broker's own push mark is a loop ([`crate::loopmark`]).
 
 use std::sync::Arc;
 
@@ -106,10 +109,15 @@ async fn serve(endpoint: Arc<Endpoint>, resource: Resource, headers: HeaderMap, 
         Err(e) => {
             info!(error = %e.error, "WS-N request refused");
             let refusal = Refusal::new(e.error.fault_kind(), e.error.to_string());
-            return fault_response(&e.reply_context(fallback), &refusal, None);
+            let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+            return fault_response(&e.reply_context(fallback), &refusal, Some(status));
         }
     };
     let ctx = envelope.reply_context();
+    if let Some(tag) = endpoint.loop_mark.returned_tag(&headers) {
+        let refusal = endpoint.refuse_returned_push(tag, &envelope.request);
+        return fault_response(&ctx, &refusal, None);
+    }
     if !envelope.not_understood.is_empty() {
         let names: Vec<String> = envelope.not_understood.iter().map(ToString::to_string).collect();
         let refusal = Refusal::new(
@@ -120,7 +128,7 @@ async fn serve(endpoint: Arc<Endpoint>, resource: Resource, headers: HeaderMap, 
         return fault_response(&ctx, &refusal, None);
     }
     let base = base_url(&endpoint, &headers);
-    match endpoint.dispatch(&resource, envelope, &ctx, &base) {
+    match endpoint.dispatch(&resource, envelope, &ctx, &base).await {
         Ok(Reply::Body(body)) => soap_response(StatusCode::OK, ctx.soap, body),
         Ok(Reply::Accepted) => StatusCode::ACCEPTED.into_response(),
         Err(refusal) => {
@@ -168,11 +176,9 @@ fn soap_response(status: StatusCode, soap: SoapVersion, body: Bytes) -> Response
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static(soap.content_type()))], body).into_response()
 }
 
-/// The fault envelope; `status` overrides the fault's own status (413, 408, 503).
+/// The fault envelope, `500` unless `status` says otherwise (400, 413, 408, 503).
 fn fault_response(ctx: &ReplyContext, refusal: &Refusal, status: Option<StatusCode>) -> Response {
     let fault = Fault::new(refusal.kind.clone(), refusal.reason.clone(), now_unix_millis());
-    let status = status.unwrap_or_else(|| {
-        StatusCode::from_u16(fault.http_status(ctx.soap)).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-    });
+    let status = status.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     soap_response(status, ctx.soap, write_fault(ctx, &fault))
 }

@@ -13,8 +13,10 @@
 
 #![warn(missing_docs)]
 
+mod allow;
 mod client;
 mod config;
+mod connector;
 mod endpoint;
 mod fault;
 mod filter;
@@ -22,7 +24,9 @@ mod frontend;
 mod http;
 mod ids;
 mod lifetime;
+mod loopmark;
 mod manager;
+mod memory;
 mod producer;
 mod pullpoint;
 mod pullpoint_ops;

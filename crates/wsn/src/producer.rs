@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use axum::http::Uri;
-use tolk_core::{Message, Origin, Protocol};
+use tolk_core::{MemoryKind, Message, Origin, Protocol};
 use tracing::{Instrument, debug, info_span};
 use wsn_xml::{
     AddressingVersion, EndpointReference, FaultKind, NotificationMessage, ReplyContext, Response, Subscribe,
@@ -54,7 +54,7 @@ impl Endpoint {
 
     /// Subscribe: a push subscription to an HTTP consumer, or a pull subscription when the
     /// consumer is one of this broker's pull points.
-    pub(crate) fn subscribe(
+    pub(crate) async fn subscribe(
         self: &Arc<Self>,
         request: &Subscribe,
         ctx: &ReplyContext,
@@ -76,14 +76,17 @@ impl Endpoint {
             self.config.default_subscription_lifetime,
             self.config.max_subscription_lifetime,
         )?;
-        let consumer = self.consumer_of(&request.consumer_reference, base)?;
+        let consumer = self.consumer_of(&request.consumer_reference, base).await?;
         let id = self.ids.resource_id();
         let reference = EndpointReference::new(self.subscription_address(base, &id));
         let owner = self.router.next_session_id();
         let (target, receiver) = match &consumer {
             Consumer::PullPoint(pp) => (pp.outbox(), None),
             Consumer::Push { .. } => {
-                let (outbox, receiver) = tolk_core::outbox(owner, Protocol::Wsn, self.config.push.queue_per_consumer);
+                let (capacity, max_bytes) =
+                    (self.config.push.queue_per_consumer, self.router.config().outbox_max_bytes);
+                let (outbox, receiver) =
+                    self.router.outbox(owner, Protocol::Wsn, capacity, max_bytes, MemoryKind::Outbox);
                 (outbox, Some(receiver))
             }
         };
@@ -127,8 +130,9 @@ impl Endpoint {
 
     /// Where a Subscribe's notifications go: one of our pull points (by address), or an
     /// `http://` consumer. Refused: other schemes (https is not supported yet), anonymous
-    /// addresses, and this broker's own broker or subscription addresses (a loop).
-    fn consumer_of(&self, reference: &EndpointReference, base: &str) -> Result<Consumer, Refusal> {
+    /// addresses, this broker's own addresses under the name it was reached by or any name
+    /// resolving to its HTTP listener (a loop), and hosts outside `push.consumer_allow`.
+    async fn consumer_of(&self, reference: &EndpointReference, base: &str) -> Result<Consumer, Refusal> {
         let failed = |reason: String| Refusal::new(FaultKind::SubscribeCreationFailed, reason);
         let address = reference.address.trim();
         if address == AddressingVersion::W3c.anonymous() || address == AddressingVersion::Submission.anonymous() {
@@ -173,6 +177,11 @@ impl Endpoint {
                 ));
             }
         }
+        let port = uri.port_u16().unwrap_or(80);
+        self.consumer_policy
+            .addresses(authority.host(), port)
+            .await
+            .map_err(|refused| failed(format!("ConsumerReference refused: {refused}")))?;
         Ok(Consumer::Push { reference: EndpointReference { address: address.to_owned(), ..reference.clone() }, uri })
     }
 

@@ -1,14 +1,15 @@
 //! The CreatePullPoint and PullPoint operations (WS-BaseNotification 1.3 §5.1–§5.3):
 //! CreatePullPoint on the broker address; GetMessages, DestroyPullPoint and Notify (a pull
-//! point is a NotificationConsumer too) on the pull point's own address.
+//! point is a NotificationConsumer too) on the pull point's own address. The buffer and its
+//! byte bounds are [`crate::pullpoint`]'s.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use tolk_core::frontend::record_delivery;
-use tolk_core::{CloseReason, Delivery, DropReason, Protocol, PushOutcome, QoS};
-use wsn_xml::{EndpointReference, NotificationMessage, ReplyContext, Response, write_response};
+use tolk_core::{CloseReason, Delivery, DropReason, Protocol, QoS};
+use wsn_xml::{EndpointReference, FaultKind, NotificationMessage, ReplyContext, Response, write_response};
 
 use crate::endpoint::{Endpoint, Reply};
 use crate::fault::Refusal;
@@ -20,19 +21,22 @@ impl Endpoint {
         self.registry.pull_point(id).ok_or_else(|| Refusal::resource_unknown("pull point", id))
     }
 
-    /// CreatePullPoint: a new, empty pull point with its own address.
+    /// CreatePullPoint: a new, empty pull point with its own address, and its forwarding task.
     pub(crate) fn create_pull_point(&self, ctx: &ReplyContext, base: &str) -> Result<Reply, Refusal> {
         let id = self.ids.resource_id();
         let reference = EndpointReference::new(self.pull_point_address(base, &id));
-        let pull_point = PullPoint::new(&self.router, id, self.config.pull_point.max_messages);
-        self.registry.insert_pull_point(Arc::new(pull_point), self.config.pull_point.max_pull_points)?;
+        let config = &self.config.pull_point;
+        let bytes = self.pull_point_bytes.clone();
+        let pull_point = Arc::new(PullPoint::new(&self.router, id, config, bytes, self.shutdown.child_token()));
+        self.registry.insert_pull_point(pull_point.clone(), config.max_pull_points)?;
+        self.tracker.spawn(pull_point.forward(self.router.clone()));
         Ok(Reply::Body(write_response(ctx, &Response::CreatePullPoint { pull_point: &reference })))
     }
 
     /// GetMessages: takes up to MaximumNumber waiting notifications (all, up to the buffer
     /// size, without one), oldest first. Each carries the reference of the subscription that
     /// matched it.
-    pub(crate) fn get_messages(
+    pub(crate) async fn get_messages(
         &self,
         id: &str,
         maximum_number: Option<u32>,
@@ -42,6 +46,7 @@ impl Endpoint {
         let max = maximum_number
             .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
             .min(self.config.pull_point.max_messages);
+        pull_point.settled().await;
         let taken = pull_point.take(max);
         let taken_at = Instant::now();
         let metrics = self.router.metrics();
@@ -90,7 +95,9 @@ impl Endpoint {
         Ok(Reply::Body(write_response(ctx, &Response::DestroyPullPoint)))
     }
 
-    /// Notify sent to a pull point's address: stored for GetMessages, not published.
+    /// Notify sent to a pull point's address: stored for GetMessages, not published. A Notify
+    /// the pull point has no room for is refused whole, with a fault, so that the publisher
+    /// knows (and can retry) instead of losing it silently.
     pub(crate) fn notify_pull_point(
         &self,
         id: &str,
@@ -98,18 +105,27 @@ impl Endpoint {
         received_at: Instant,
     ) -> Result<Reply, Refusal> {
         let pull_point = self.pull_point_or_fault(id)?;
-        pull_point.touch();
         let messages = self.messages_of(notifications, received_at)?;
+        let count = messages.len() as u64;
         let counters = self.router.metrics().protocol(Protocol::Wsn);
-        counters.messages_in.fetch_add(messages.len() as u64, Relaxed);
-        let outbox = pull_point.outbox();
         let now = Instant::now();
-        for message in messages {
-            let delivery = Delivery::new(Arc::new(message), QoS::AtMostOnce, now);
-            if outbox.push(delivery) != PushOutcome::Queued {
-                counters.dropped(DropReason::OutboxFull, 1);
-            }
+        let deliveries = messages.into_iter().map(|m| Delivery::new(Arc::new(m), QoS::AtMostOnce, now)).collect();
+        if let Err(reason) = pull_point.store_all(deliveries) {
+            counters.dropped(reason, count);
+            let limits = &self.config.pull_point;
+            return Err(Refusal::new(
+                FaultKind::Receiver,
+                match reason {
+                    DropReason::MemoryFull => "the broker's memory budget is used up; retry later".to_owned(),
+                    _ => format!(
+                        "the pull point is full (at most {} notifications and {} bytes, and {} bytes for all \
+                         pull points): GetMessages makes room",
+                        limits.max_messages, limits.max_bytes, limits.total_max_bytes
+                    ),
+                },
+            ));
         }
+        counters.messages_in.fetch_add(count, Relaxed);
         Ok(Reply::Accepted)
     }
 }

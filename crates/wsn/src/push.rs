@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use axum::http::Uri;
+use axum::http::{HeaderValue, Uri};
 use bytes::Bytes;
 use tokio::sync::{Semaphore, watch};
 use tolk_core::frontend::record_delivery;
@@ -48,6 +48,7 @@ pub(crate) async fn run(
     let counters = metrics.protocol(Protocol::Wsn);
     let dedupe = subscription.filters.len() > 1;
     let mut paused = subscription.paused_watch();
+    let mark = endpoint.loop_mark.value(subscription.tag);
     let mut batch: Vec<Delivery> = Vec::with_capacity(batch_max);
     let mut previous: Option<Arc<Message>> = None;
     loop {
@@ -77,7 +78,7 @@ pub(crate) async fn run(
             true
         });
         let Some(body) = body_of(&endpoint, &subscription, reference, &mut batch) else { continue };
-        let outcome = send(&endpoint, &subscription, uri, body, &consumer_limit, &mut paused).await;
+        let outcome = send(&endpoint, &subscription, uri, &mark, body, &consumer_limit, &mut paused).await;
         match outcome {
             Sent::Delivered => {
                 let written_at = Instant::now();
@@ -153,6 +154,7 @@ async fn send(
     endpoint: &Endpoint,
     subscription: &Subscription,
     uri: &Uri,
+    mark: &HeaderValue,
     body: Bytes,
     consumer_limit: &Semaphore,
     paused: &mut watch::Receiver<bool>,
@@ -175,7 +177,7 @@ async fn send(
             _ = cancel.cancelled() => return Sent::Stopped,
             result = async {
                 let _permit = consumer_limit.acquire().await;
-                endpoint.client.post(uri, subscription.soap, body.clone()).await
+                endpoint.client.post(uri, subscription.soap, mark, body.clone()).await
             } => result,
         };
         let error = match result {

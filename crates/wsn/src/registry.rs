@@ -3,7 +3,8 @@
 //! active subscription or pull point (HTTP requests themselves are short-lived), so
 //! `tolk_connections{protocol="wsn"}` counts both, and their removals are counted by reason
 //! (`client_closed` for Unsubscribe/DestroyPullPoint, `keepalive_timeout` for expiry and idle
-//! pull points, `io_error` for a consumer dropped as unreachable, `shutdown`).
+//! pull points, `io_error` for a consumer dropped as unreachable, `protocol_error` for a
+//! subscription whose pushes came back to this broker (a loop), `shutdown`).
 //!
 //! One `std::sync::Mutex`: every operation is a few map operations and nothing is awaited
 //! while it is held.
@@ -126,7 +127,7 @@ impl Registry {
         self.lock().pull_points.get(id).cloned()
     }
 
-    /// Removes a pull point and every subscription delivering to it.
+    /// Removes a pull point (releasing what it holds) and every subscription delivering to it.
     pub(crate) fn remove_pull_point(&self, id: &str, reason: CloseReason) -> Option<Arc<PullPoint>> {
         let mut inner = self.lock();
         let pull_point = inner.pull_points.remove(id)?;
@@ -137,6 +138,7 @@ impl Registry {
             .map(|s| s.id.clone())
             .collect();
         drop(inner);
+        pull_point.close();
         self.closed(reason);
         for sub in feeding {
             self.remove_subscription(&sub, reason);

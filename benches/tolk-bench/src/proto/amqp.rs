@@ -23,10 +23,10 @@ use super::{Connection, Connector, Delivery, Publisher, Qos, Subscription, Targe
 use crate::clock::Clock;
 
 /// The exchange tolk maps onto its topic space.
-const TOPIC_EXCHANGE: &str = "amq.topic";
+pub const TOPIC_EXCHANGE: &str = "amq.topic";
 
 /// AMQP delivery-mode 2 ("persistent"): tolk treats it as at-least-once.
-const PERSISTENT: u8 = 2;
+pub const PERSISTENT: u8 = 2;
 
 /// A topic (or filter) as an `amq.topic` routing (or binding) key.
 pub(crate) fn routing_key(topic: &str) -> String {
@@ -53,7 +53,8 @@ impl AmqpConnector {
         AmqpConnector { uri: format!("amqp://guest:guest@{}:{}/%2f", target.host, target.port) }
     }
 
-    async fn open(&self, client_id: &str) -> Result<(lapin::Connection, Channel)> {
+    /// Opens a connection and one channel on it.
+    pub async fn open(&self, client_id: &str) -> Result<(lapin::Connection, Channel)> {
         let properties = ConnectionProperties::default().with_connection_name(client_id.into());
         let connection = lapin::Connection::connect(&self.uri, properties)
             .await

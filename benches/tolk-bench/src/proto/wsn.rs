@@ -56,6 +56,45 @@ impl WsnConnector {
     fn url(&self) -> String {
         format!("wsn://{}{}", self.endpoint.authority, self.endpoint.path)
     }
+
+    /// Subscribes `consumer` (an `http://` consumer endpoint, or a pull point's address) to
+    /// `topic`; returns the subscription manager's address.
+    pub async fn subscribe_consumer(&self, consumer: &str, topic: &str) -> Result<HttpUrl> {
+        let subscribed = async {
+            let (status, body) = http::post_once(&self.endpoint, soap::subscribe(consumer, topic)).await?;
+            expect_status("Subscribe", status, &body, StatusCode::OK)?;
+            HttpUrl::parse(&soap::subscription_address(&body)?)
+        };
+        in_time(subscribed).await.with_context(|| format!("subscribing {consumer} to {topic} at {}", self.url()))
+    }
+
+    /// CreatePullPoint: the new pull point's address.
+    pub async fn create_pull_point(&self) -> Result<String> {
+        let created = async {
+            let (status, body) = http::post_once(&self.endpoint, soap::create_pull_point()).await?;
+            expect_status("CreatePullPoint", status, &body, StatusCode::OK)?;
+            soap::pull_point_address(&body)
+        };
+        in_time(created).await.with_context(|| format!("CreatePullPoint at {}", self.url()))
+    }
+
+    /// GetMessages on the pull point at `address`, for at most `max` notifications: how many
+    /// it handed over.
+    pub async fn get_messages(&self, address: &str, max: u32) -> Result<usize> {
+        let pull_point = HttpUrl::parse(address)?;
+        let taken = async {
+            let (status, body) = http::post_once(&pull_point, soap::get_messages(max)).await?;
+            expect_status("GetMessages", status, &body, StatusCode::OK)?;
+            soap::count_messages(&body)
+        };
+        in_time(taken).await.with_context(|| format!("GetMessages at {address}"))
+    }
+}
+
+/// A Notify of `size` bytes on `topic` whose message is one XML element: the most a request
+/// of that size can carry (see [`WsnPublisher::notify_document`]).
+pub fn filled_notify(topic: &str, size: usize) -> String {
+    soap::notify_filled(topic, size)
 }
 
 /// Fails unless the broker answered `expected`, quoting its fault.
@@ -82,6 +121,15 @@ impl Publisher for WsnPublisher {
 
     async fn close(self) -> Option<String> {
         self.connection.close().await
+    }
+}
+
+impl WsnPublisher {
+    /// POSTs a whole Notify document; returns the answer's status and, for a fault, its reason.
+    pub async fn notify_document(&mut self, document: String) -> Result<(StatusCode, String)> {
+        let (status, body) = self.http.post(&self.path, document).await?;
+        let reason = if status.is_success() { String::new() } else { soap::fault_reason(&body) };
+        Ok((status, reason))
     }
 }
 
@@ -176,14 +224,7 @@ impl Connector for WsnConnector {
             .await
             .context("binding the consumer endpoint")?;
         let consumer = format!("http://{}/tolk-bench/{client_id}", listener.local_addr()?);
-        let subscribed = async {
-            let (status, body) = http::post_once(&self.endpoint, soap::subscribe(&consumer, &topic)).await?;
-            expect_status("Subscribe", status, &body, StatusCode::OK)?;
-            HttpUrl::parse(&soap::subscription_address(&body)?)
-        };
-        let manager = in_time(subscribed)
-            .await
-            .with_context(|| format!("{client_id}: subscribing {consumer} to {topic} at {}", self.url()))?;
+        let manager = self.subscribe_consumer(&consumer, &topic).await.with_context(|| client_id.clone())?;
 
         let (tx, deliveries) = mpsc::channel(buffer.max(1));
         let (failures_tx, mut failures) = mpsc::channel(1);

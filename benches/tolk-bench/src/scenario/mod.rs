@@ -1,9 +1,11 @@
 //! Scenario selection and what every scenario shares: the run's clock and names, the broker
 //! probe, and RSS sampling during the load.
 
+pub mod attack;
 mod burst;
 mod flow;
 mod idle;
+pub mod stall;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -133,6 +135,12 @@ impl RssSampler {
     }
 }
 
+/// A short random id that keeps client ids and topics of concurrent runs apart.
+pub fn new_run_id() -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{:06x}", (nanos ^ std::process::id().rotate_left(20)) & 0xff_ffff)
+}
+
 /// Starts the broker (`--spawn-broker`, waiting for `--target`) or attaches to it
 /// (`--broker-pid`); `None` when neither was given.
 pub async fn broker_for(args: &LoadArgs) -> Result<Option<Broker>> {
@@ -156,7 +164,6 @@ pub async fn run(scenario: Scenario, args: LoadArgs) -> Result<Report> {
 
 /// Runs one scenario against a broker whose figures `broker` reads (if known).
 pub async fn run_attached(scenario: Scenario, args: LoadArgs, broker: Option<Probe>) -> Result<Report> {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let subscribe = AnyConnector::for_target(&args.target, args.payload);
     let publish = AnyConnector::for_target(args.publish_target.as_ref().unwrap_or(&args.target), args.payload);
     let ctx = Ctx {
@@ -164,7 +171,7 @@ pub async fn run_attached(scenario: Scenario, args: LoadArgs, broker: Option<Pro
         clock: Clock::start(),
         broker,
         own: Probe::new(std::process::id())?,
-        run_id: format!("{:06x}", (nanos ^ std::process::id().rotate_left(20)) & 0xff_ffff),
+        run_id: new_run_id(),
         args,
     };
     let mut report = match scenario {

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -26,9 +26,15 @@ pub struct TestClient {
 }
 
 impl TestClient {
-    /// A client on a fresh ephemeral port.
+    /// A client on a fresh ephemeral port of 127.0.0.1.
     pub async fn new(gateway: SocketAddr) -> TestClient {
-        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind test client");
+        TestClient::bind(IpAddr::from([127, 0, 0, 1]), gateway).await
+    }
+
+    /// A client on a fresh ephemeral port of `ip` (Linux routes all of 127.0.0.0/8 to the
+    /// loopback interface, so 127.0.0.2 is a second host for per-address limits).
+    pub async fn bind(ip: IpAddr, gateway: SocketAddr) -> TestClient {
+        let socket = UdpSocket::bind(SocketAddr::new(ip, 0)).await.expect("bind test client");
         TestClient { socket, gateway, last_msg_id: 0 }
     }
 
@@ -73,6 +79,22 @@ impl TestClient {
     /// The next message; panics if none comes.
     pub async fn recv(&self) -> Message {
         self.recv_within(ANSWER_TIMEOUT).await.expect("no message from the gateway")
+    }
+
+    /// The raw datagrams the gateway sent this client in answer to everything it sent so far, in
+    /// order. Synchronises without sleeping: it sends a SEARCHGW and collects datagrams up to its
+    /// GWINFO. The gateway handles datagrams one at a time and sends the answers to one before
+    /// it reads the next, so whatever earlier datagrams caused arrives before the GWINFO.
+    pub async fn answers_so_far(&self) -> Vec<Vec<u8>> {
+        self.send(&Message::SearchGw { radius: 0 }).await;
+        let mut answers = Vec::new();
+        loop {
+            let raw = self.recv_raw_within(ANSWER_TIMEOUT).await.expect("no GWINFO from the gateway");
+            if matches!(raw[..], [3, 0x02, _]) {
+                return answers;
+            }
+            answers.push(raw);
+        }
     }
 
     /// Asserts that nothing arrives for `wait` (used after the gateway has had its chance).

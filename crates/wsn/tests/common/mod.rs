@@ -64,9 +64,11 @@ impl Broker {
     pub async fn start(config: WsnConfig) -> Broker {
         let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
         let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
-        let app = WsnFrontEnd::new(config).routes(ctx.clone());
+        let front_end = WsnFrontEnd::new(config);
+        let app = front_end.routes(ctx.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        front_end.listening_on(addr);
         let shutdown = ctx.shutdown.clone();
         ctx.tracker.spawn(async move {
             axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await.unwrap();

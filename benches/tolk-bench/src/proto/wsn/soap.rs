@@ -48,6 +48,23 @@ pub fn notify(topic: &str, payload: &[u8]) -> String {
     ))
 }
 
+/// A Notify of exactly `size` bytes (when `size` leaves room for the envelope) whose message is
+/// one XML element of text, not tolk's base64 wrapper: the largest message a Notify of that
+/// size can carry, for the memory attacks.
+pub fn notify_filled(topic: &str, size: usize) -> String {
+    let open = r#"<b:blob xmlns:b="urn:tolk-bench:attack">"#;
+    let close = "</b:blob>";
+    let document = |fill: &str| {
+        envelope(&format!(
+            r#"<wsnt:Notify><wsnt:NotificationMessage><wsnt:Topic Dialect="{}">{}</wsnt:Topic><wsnt:Message>{open}{fill}{close}</wsnt:Message></wsnt:NotificationMessage></wsnt:Notify>"#,
+            topic::CONCRETE,
+            topic::concrete(topic),
+        ))
+    };
+    let fill = size.saturating_sub(document("").len());
+    document(&"x".repeat(fill))
+}
+
 /// A Subscribe pushing to `consumer` (an `http://` URL) whatever matches `filter`.
 pub fn subscribe(consumer: &str, filter: &str) -> String {
     let filter = match topic::expression(filter) {
@@ -169,17 +186,55 @@ fn encoding_is_base64(element: &BytesStart<'_>) -> Result<bool> {
 
 /// The address of the subscription a SubscribeResponse created (where Unsubscribe goes).
 pub fn subscription_address(body: &[u8]) -> Result<String> {
-    let text = std::str::from_utf8(body).context("SubscribeResponse is not UTF-8")?;
+    reference_address(body, "SubscriptionReference")
+}
+
+/// The address in the `wsnt:{reference}` endpoint reference of an answer.
+fn reference_address(body: &[u8], reference: &str) -> Result<String> {
+    let text = std::str::from_utf8(body).context("answer is not UTF-8")?;
     let mut reader = NsReader::from_str(text);
     let mut inside = false;
     loop {
         let (resolved, event) = reader.read_resolved_event()?;
         match event {
-            Event::Start(e) if is(&resolved, &e, WSNT, "SubscriptionReference") => inside = true,
+            Event::Start(e) if is(&resolved, &e, WSNT, reference) => inside = true,
             Event::Start(e) if inside && WSA.iter().any(|ns| is(&resolved, &e, ns, "Address")) => {
                 return Ok(text_of(&mut reader, &e)?.trim().to_owned());
             }
-            Event::Eof => bail!("no SubscriptionReference/Address in the SubscribeResponse"),
+            Event::Eof => bail!("no {reference}/Address in the answer"),
+            _ => {}
+        }
+    }
+}
+
+/// A CreatePullPoint.
+pub fn create_pull_point() -> String {
+    envelope("<wsnt:CreatePullPoint/>")
+}
+
+/// The address of the pull point a CreatePullPointResponse created.
+pub fn pull_point_address(body: &[u8]) -> Result<String> {
+    reference_address(body, "PullPoint")
+}
+
+/// A GetMessages taking at most `max` notifications.
+pub fn get_messages(max: u32) -> String {
+    envelope(&format!("<wsnt:GetMessages><wsnt:MaximumNumber>{max}</wsnt:MaximumNumber></wsnt:GetMessages>"))
+}
+
+/// How many NotificationMessages a GetMessagesResponse holds.
+pub fn count_messages(body: &[u8]) -> Result<usize> {
+    let text = std::str::from_utf8(body).context("GetMessagesResponse is not UTF-8")?;
+    let mut reader = NsReader::from_str(text);
+    let mut count = 0;
+    loop {
+        let (resolved, event) = reader.read_resolved_event()?;
+        match event {
+            Event::Start(e) if is(&resolved, &e, WSNT, "NotificationMessage") => {
+                count += 1;
+                reader.read_to_end(e.name())?;
+            }
+            Event::Eof => return Ok(count),
             _ => {}
         }
     }
@@ -272,6 +327,22 @@ mod tests {
         assert!(doc.contains(&format!(r#"Dialect="{}">tolkbench/_x0030_ab//.<"#, topic::FULL)));
         assert!(!subscribe("http://c", "#").contains("Filter"));
         assert!(unsubscribe().contains("<wsnt:Unsubscribe/>"));
+    }
+
+    #[test]
+    fn filled_notifies_have_the_size_asked_and_pull_point_answers_are_read() {
+        let doc = notify_filled("tolkbench/0ab/w", 4096);
+        assert_eq!(doc.len(), 4096);
+        let got = parse_notify(doc.as_bytes()).unwrap();
+        assert!(got[0].payload.starts_with(b"<b:blob") && got[0].payload.len() > 3500);
+        let created = r#"<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:wsa="http://www.w3.org/2005/08/addressing" xmlns:wsnt="http://docs.oasis-open.org/wsn/b-2"><s:Body><wsnt:CreatePullPointResponse><wsnt:PullPoint><wsa:Address>http://127.0.0.1:8080/wsn/pullpoints/p1</wsa:Address></wsnt:PullPoint></wsnt:CreatePullPointResponse></s:Body></s:Envelope>"#;
+        assert_eq!(pull_point_address(created.as_bytes()).unwrap(), "http://127.0.0.1:8080/wsn/pullpoints/p1");
+        let two = envelope(&format!(
+            "<wsnt:GetMessagesResponse>{m}{m}</wsnt:GetMessagesResponse>",
+            m = "<wsnt:NotificationMessage><wsnt:Message><a/></wsnt:Message></wsnt:NotificationMessage>"
+        ));
+        assert_eq!(count_messages(two.as_bytes()).unwrap(), 2);
+        assert_eq!(count_messages(envelope("<wsnt:GetMessagesResponse/>").as_bytes()).unwrap(), 0);
     }
 
     #[test]

@@ -1,6 +1,12 @@
-//! The shared TCP accept loop: binding with a useful error, a connection limit, one `tracing`
-//! span per connection, the connection gauge, close-reason metrics and shutdown. A protocol
-//! supplies only a [`ConnectionHandler`].
+//! The shared TCP accept loop: binding with a useful error, admission (connection limits per
+//! listener and per address), one `tracing` span per connection, the connection gauge,
+//! close-reason metrics and shutdown. A protocol supplies only a [`ConnectionHandler`].
+
+mod admission;
+mod linger;
+
+pub use admission::{Admission, Admitted, ConnectionLimits};
+pub use linger::{LINGER, linger};
 
 use std::future::Future;
 use std::io;
@@ -10,7 +16,6 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -46,28 +51,29 @@ pub async fn bind_tcp(name: &str, addr: SocketAddr) -> io::Result<TcpListener> {
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen for {name} on {addr}: {e}")))
 }
 
-/// Spawns the accept loop for `listener` on the context's tracker. At most `max_connections`
-/// connections run at once; more are accepted and closed at once (counted as refused), so a
-/// flood cannot exhaust memory or file descriptors.
+/// Spawns the accept loop for `listener` on the context's tracker. Connections beyond
+/// `limits` (on the listener, or from one address) are accepted and closed at once (counted
+/// as refused), so a flood cannot exhaust memory or file descriptors, nor one host lock
+/// everyone else out.
 pub fn spawn_tcp<H: ConnectionHandler>(
     listener: TcpListener,
     handler: Arc<H>,
-    max_connections: usize,
+    limits: ConnectionLimits,
     ctx: &FrontEndContext,
 ) {
     let ctx = ctx.clone();
     let tracker = ctx.tracker.clone();
-    tracker.spawn(accept_loop(listener, handler, max_connections, ctx));
+    let admission = Admission::new(limits, handler.protocol(), ctx.router.metrics().clone());
+    tracker.spawn(accept_loop(listener, handler, admission, ctx));
 }
 
 async fn accept_loop<H: ConnectionHandler>(
     listener: TcpListener,
     handler: Arc<H>,
-    max_connections: usize,
+    admission: Arc<Admission>,
     ctx: FrontEndContext,
 ) {
     let protocol = handler.protocol();
-    let permits = Arc::new(Semaphore::new(max_connections.max(1)));
     let metrics = ctx.router.metrics().clone();
     let mut backoff = Duration::from_millis(5);
     loop {
@@ -91,11 +97,7 @@ async fn accept_loop<H: ConnectionHandler>(
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            metrics.protocol(protocol).connections_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            warn!(%protocol, %peer, max_connections, "connection limit reached; closing new connection");
-            continue;
-        };
+        let Some(admitted) = admission.admit(peer.ip()) else { continue };
         let _ = stream.set_nodelay(true);
         // Clones, not child tokens: nothing cancels one connection alone, and a child token
         // would cost every connection an allocation.
@@ -110,7 +112,7 @@ async fn accept_loop<H: ConnectionHandler>(
         // task. If the handler panics, dropping the closure still gives back the permit and
         // the gauge.
         let task = handler.clone().handle(connection).map(move |reason| {
-            let _permit = permit;
+            let _admitted = admitted;
             open.closed(reason);
             match reason {
                 CloseReason::ClientClosed | CloseReason::Shutdown => debug!(%reason, "connection closed"),
