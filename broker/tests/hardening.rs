@@ -131,6 +131,38 @@ async fn deep_topics_are_refused_with_each_protocols_error_and_the_broker_lives(
     assert!(answer.starts_with("CONNECTED"), "{answer}");
     assert!(answer.contains("ERROR") && answer.contains("levels"), "{answer}");
 
+    // MQTT-SN: SUBSCRIBE by topic name → SUBACK "rejected: invalid topic id" (0x02).
+    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    udp.connect(addrs.get("mqttsn")).await.unwrap();
+    // CONNECT: clean session, protocol id 1, keep-alive 60 s, client id "deep".
+    udp.send(&[10, 0x04, 0x04, 0x01, 0, 60, b'd', b'e', b'e', b'p']).await.unwrap();
+    let mut datagram = vec![0u8; 512];
+    let n = within("CONNACK", udp.recv(&mut datagram)).await.unwrap();
+    assert_eq!(&datagram[..n], &[3, 0x05, 0x00], "CONNACK accepted");
+    let topic = deep(12_000);
+    // A long SUBSCRIBE: 0x01 then a two-octet length; flags 0 (topic name), message id 7.
+    let mut subscribe = vec![0x01, 0, 0, 0x12, 0x00, 0, 7];
+    subscribe.extend_from_slice(topic.as_bytes());
+    let len = subscribe.len() as u16;
+    subscribe[1..3].copy_from_slice(&len.to_be_bytes());
+    udp.send(&subscribe).await.unwrap();
+    let n = within("SUBACK", udp.recv(&mut datagram)).await.unwrap();
+    assert_eq!(&datagram[..n], &[8, 0x13, 0x00, 0, 0, 0, 7, 0x02], "SUBACK refused, invalid topic");
+
+    // WS-N: Subscribe with a 12,000-level Concrete expression → InvalidTopicExpressionFault, 500.
+    let subscribe = format!(
+        r#"<?xml version="1.0"?><s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/" xmlns:wsa="http://www.w3.org/2005/08/addressing" xmlns:wsnt="http://docs.oasis-open.org/wsn/b-2"><s:Body><wsnt:Subscribe><wsnt:ConsumerReference><wsa:Address>http://127.0.0.1:9/consumer</wsa:Address></wsnt:ConsumerReference><wsnt:Filter><wsnt:TopicExpression Dialect="http://docs.oasis-open.org/wsn/t-1/TopicExpression/Concrete" xmlns:tns="urn:t">tns:{topic}</wsnt:TopicExpression></wsnt:Filter></wsnt:Subscribe></s:Body></s:Envelope>"#
+    );
+    let mut http = TcpStream::connect(addrs.get("http")).await.unwrap();
+    let request = format!(
+        "POST /wsn HTTP/1.1\r\nHost: x\r\nContent-Type: text/xml\r\nSOAPAction: \"\"\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{subscribe}",
+        subscribe.len()
+    );
+    http.write_all(request.as_bytes()).await.unwrap();
+    let answer = String::from_utf8_lossy(&read_to_close(&mut http, Duration::from_secs(10)).await).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
+    assert!(answer.contains("InvalidTopicExpressionFault"), "{answer}");
+
     // The broker is alive and routing: a normal subscriber gets a normal message.
     let mut sub = mqtt_connected(addrs.get("mqtt"), 4, "alive-sub", 60).await;
     let mut body = vec![0, 2];
@@ -148,8 +180,10 @@ async fn deep_topics_are_refused_with_each_protocols_error_and_the_broker_lives(
 
 #[tokio::test]
 async fn one_address_cannot_lock_out_another() {
-    let tolk = Tolk::start_with(&[("amqp.max_connections_per_address", "4")]);
+    let tolk =
+        Tolk::start_with(&[("amqp.max_connections_per_address", "4"), ("http.max_connections_per_address", "4")]);
     let amqp = tolk.addrs().get("amqp");
+    let http = tolk.addrs().get("http");
     // Four silent sockets from one host take that host's slots.
     let mut silent = Vec::new();
     for _ in 0..4 {
@@ -165,6 +199,19 @@ async fn one_address_cannot_lock_out_another() {
     within("connection.start", other.read_exact(&mut head)).await.unwrap();
     assert_eq!((head[0], &head[7..11]), (1, &[0, 10, 0, 10][..]), "a method frame: connection.start");
     drop(silent);
+
+    // HTTP too: idle sockets from one host cannot take the port from everyone else.
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(connect_from("127.0.0.1", http).await);
+    }
+    let mut fifth = connect_from("127.0.0.1", http).await;
+    assert_eq!(read_to_close(&mut fifth, Duration::from_secs(5)).await, b"");
+    let mut other = connect_from("127.0.0.2", http).await;
+    other.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let got = read_to_close(&mut other, Duration::from_secs(5)).await;
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+    drop(idle);
     tolk.stop();
 }
 
@@ -360,5 +407,38 @@ async fn a_wildcard_subscription_gets_many_retained_messages_in_rounds() {
         assert!(!std::mem::replace(&mut seen[usize::from(i)], true), "message {i} twice");
     }
     assert!(seen.iter().all(|&s| s), "every retained message once");
+    tolk.stop();
+}
+
+#[tokio::test]
+async fn an_amqp_binding_over_the_topic_limit_closes_the_channel_with_406() {
+    use lapin::options::{QueueBindOptions, QueueDeclareOptions};
+    use lapin::types::FieldTable;
+    // A routing key is a short string (255 bytes, so at most 128 words, the default limit):
+    // a lower limit shows AMQP's refusal.
+    let tolk = Tolk::start_with(&[("core.max_topic_levels", "8")]);
+    let uri = format!("amqp://guest:guest@{}/%2f", tolk.addrs().get("amqp"));
+    let connection = within("connection", lapin::Connection::connect(&uri, Default::default())).await.unwrap();
+    let channel = within("channel", connection.create_channel()).await.unwrap();
+    within("declare", channel.queue_declare("deep".into(), QueueDeclareOptions::default(), FieldTable::default()))
+        .await
+        .unwrap();
+    let key = vec!["a"; 9].join(".");
+    let bind = channel.queue_bind(
+        "deep".into(),
+        "amq.topic".into(),
+        key.as_str().into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    );
+    let error = within("channel.close", bind).await.expect_err("a 9-level binding key over a limit of 8");
+    let text = error.to_string();
+    assert!(text.contains("PRECONDITION") || text.contains("406"), "{text}");
+    assert!(text.contains("levels"), "the reason names the limit: {text}");
+    // The connection carries on: another channel works.
+    let other = within("channel", connection.create_channel()).await.unwrap();
+    within("declare", other.queue_declare("shallow".into(), QueueDeclareOptions::default(), FieldTable::default()))
+        .await
+        .unwrap();
     tolk.stop();
 }
