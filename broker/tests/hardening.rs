@@ -423,7 +423,7 @@ async fn an_amqp_binding_over_the_topic_limit_closes_the_channel_with_406() {
     within("declare", channel.queue_declare("deep".into(), QueueDeclareOptions::default(), FieldTable::default()))
         .await
         .unwrap();
-    let key = vec!["a"; 9].join(".");
+    let key = ["a"; 9].join(".");
     let bind = channel.queue_bind(
         "deep".into(),
         "amq.topic".into(),
