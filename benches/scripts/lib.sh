@@ -129,7 +129,8 @@ tolk_set_pending() {
     done
 }
 
-# Starts tolk with its documented defaults (but for TOLK_SET), every listener moved to a free
+# Starts tolk with its documented defaults (but for TOLK_SET and per-address connection limits,
+# which are lifted because every bench client shares one address), every listener moved to a free
 # loopback port, quiet logs and a private data directory. Sets BROKER_PID, TOLK_PORTS[section]
 # for every listener, and PORT to the MQTT port (empty without an MQTT listener).
 start_tolk() {
@@ -145,6 +146,9 @@ start_tolk() {
         if [[ -n $section && $line =~ ^[a-z_]+\ *= && -n ${TOLK_SET[$key]:-} ]]; then
             line="${line%%[ =]*} = ${TOLK_SET[$key]}"
             TOLK_SET_DONE[$key]=1
+        elif [[ $line =~ ^max_(connections|clients)_per_address\ *= ]]; then
+            # Every bench client connects from 127.0.0.1: one address is the whole load.
+            line="${line%%[ =]*} = 1000000"
         elif [[ $line =~ ^bind\ *= ]]; then
             free_port
             line="bind = \"127.0.0.1:$FREE_PORT\""

@@ -82,7 +82,9 @@ impl Io {
     /// of a reset.
     async fn close(&mut self) {
         let (mut reader, mut writer) = self.stream.split();
-        linger(&mut reader, &mut writer, &self.shutdown).await;
+        // Boxed: it runs once per connection, and its timer and buffer should not size the
+        // task of every idle one.
+        Box::pin(linger(&mut reader, &mut writer, &self.shutdown)).await;
     }
 }
 
@@ -411,7 +413,9 @@ async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReaso
     // connected, with a full outbox, for the second the socket drains.
     let Connected { session, conn, mut io, .. } = *connected;
     finish(&shared, session, conn, end.reason, end.will);
-    io.close().await;
+    // Boxed with the socket: moved out of `connected` into this future, the socket would add
+    // its size to the state of every idle connection's task.
+    Box::pin(async move { io.close().await }).await;
     end.reason
 }
 
