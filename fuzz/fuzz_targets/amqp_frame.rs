@@ -18,32 +18,16 @@ use tolk_amqp::frame::{Encoder, FRAME_MIN_SIZE, Frame, FrameError, check_protoco
 
 /// Feeds `wire` in `chunks`; stops at the first error.
 fn decode_all(header_first: bool, frame_max: u32, wire: &[u8], chunks: &[usize]) -> (Vec<Frame>, Option<FrameError>) {
-    let mut frames = Vec::new();
-    let mut buf = BytesMut::new();
-    let mut at = 0;
     let mut header_done = !header_first;
-    for &n in chunks {
-        buf.extend_from_slice(&wire[at..at + n]);
-        at += n;
+    tolk_fuzz::feed(wire, chunks, |buf, _| {
         if !header_done {
-            if buf.is_empty() {
-                continue;
+            if buf.is_empty() || !check_protocol_header(buf)? {
+                return Ok(None);
             }
-            match check_protocol_header(&mut buf) {
-                Ok(true) => header_done = true,
-                Ok(false) => continue,
-                Err(e) => return (frames, Some(e)),
-            }
+            header_done = true;
         }
-        loop {
-            match decode(&mut buf, frame_max) {
-                Ok(Some(frame)) => frames.push(frame),
-                Ok(None) => break,
-                Err(e) => return (frames, Some(e)),
-            }
-        }
-    }
-    (frames, None)
+        decode(buf, frame_max)
+    })
 }
 
 /// The bytes `frame` encodes to, by the front end's encoder where it has one.

@@ -27,26 +27,10 @@ fn decode_all(
     chunks: &[usize],
 ) -> (Vec<Packet>, Option<String>) {
     let mut codec = PacketCodec::new(version, max);
-    let mut packets = Vec::new();
-    let mut buf = BytesMut::new();
-    let mut at = 0;
-    for &n in chunks {
-        buf.extend_from_slice(&wire[at..at + n]);
-        at += n;
-        loop {
-            let decoded = if connect_first && packets.is_empty() {
-                codec.decode_connect(&mut buf)
-            } else {
-                codec.decode(&mut buf)
-            };
-            match decoded {
-                Ok(Some(packet)) => packets.push(packet),
-                Ok(None) => break,
-                Err(e) => return (packets, Some(e.to_string())),
-            }
-        }
-    }
-    (packets, None)
+    let (packets, error) = tolk_fuzz::feed(wire, chunks, |buf, so_far: &[Packet]| {
+        if connect_first && so_far.is_empty() { codec.decode_connect(buf) } else { codec.decode(buf) }
+    });
+    (packets, error.map(|e| e.to_string()))
 }
 
 fn round_trip(version: Version, packet: &Packet) {

@@ -26,21 +26,7 @@ fn round_trip(message: &Message) {
 
 /// Frames `wire` fed in `chunks`; stops at the first error.
 fn stream(wire: &[u8], chunks: &[usize], max: usize) -> (Vec<Message>, Option<DecodeError>) {
-    let mut messages = Vec::new();
-    let mut buf = BytesMut::new();
-    let mut at = 0;
-    for &n in chunks {
-        buf.extend_from_slice(&wire[at..at + n]);
-        at += n;
-        loop {
-            match decode_stream(&mut buf, max) {
-                Ok(Some(message)) => messages.push(message),
-                Ok(None) => break,
-                Err(e) => return (messages, Some(e)),
-            }
-        }
-    }
-    (messages, None)
+    tolk_fuzz::feed(wire, chunks, |buf, _| decode_stream(buf, max))
 }
 
 fuzz_target!(|data: &[u8]| {

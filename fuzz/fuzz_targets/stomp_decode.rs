@@ -22,21 +22,8 @@ enum End {
 
 /// Feeds `wire` in `chunks`, decoding after each; stops at the first error.
 fn decode_all(mut decoder: Decoder, wire: &[u8], chunks: &[usize]) -> (Vec<Decoded>, End) {
-    let mut items = Vec::new();
-    let mut buf = BytesMut::new();
-    let mut at = 0;
-    for &n in chunks {
-        buf.extend_from_slice(&wire[at..at + n]);
-        at += n;
-        loop {
-            match decoder.decode(&mut buf) {
-                Ok(Some(item)) => items.push(item),
-                Ok(None) => break,
-                Err(e) => return (items, End::Error(e)),
-            }
-        }
-    }
-    (items, End::NeedMore)
+    let (items, error) = tolk_fuzz::feed(wire, chunks, |buf, _| decoder.decode(buf));
+    (items, error.map_or(End::NeedMore, End::Error))
 }
 
 /// A size limit crossed. When a frame crosses two (a long header line in a frame that is also

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
@@ -44,6 +45,31 @@ pub fn chunks(seed: u8, len: usize) -> Vec<usize> {
         left -= n;
     }
     out
+}
+
+/// Feeds `wire` to an incremental decoder in `chunks` (see [`chunks`]): after each chunk is
+/// appended to the buffer, `decode` runs until it asks for more (`Ok(None)`); it also sees what
+/// was decoded so far. Stops at the first error, which is returned beside the items.
+pub fn feed<T, E>(
+    wire: &[u8],
+    chunks: &[usize],
+    mut decode: impl FnMut(&mut BytesMut, &[T]) -> Result<Option<T>, E>,
+) -> (Vec<T>, Option<E>) {
+    let mut items = Vec::new();
+    let mut buf = BytesMut::new();
+    let mut at = 0;
+    for &n in chunks {
+        buf.extend_from_slice(&wire[at..at + n]);
+        at += n;
+        loop {
+            match decode(&mut buf, &items) {
+                Ok(Some(item)) => items.push(item),
+                Ok(None) => break,
+                Err(e) => return (items, Some(e)),
+            }
+        }
+    }
+    (items, None)
 }
 
 /// The process's runtime. Current-thread, so that one input runs the same way every time (no

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::proto::Target;
-use crate::scenario::attack::Attack;
 
 /// Load generator for tolk and peer brokers.
 ///
@@ -154,6 +153,26 @@ pub struct MatrixArgs {
     pub load: LoadArgs,
 }
 
+/// The attacks of `attack` (what each does is in `scenario/attack.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Attack {
+    /// MQTT: QoS 1 retained messages, each on a topic of its own; read back by a subscriber to
+    /// all of them.
+    Retained,
+    /// MQTT: QoS 1 messages for a persistent session (clean session 0) that subscribed at QoS 1
+    /// and disconnected; read back when it reconnects.
+    OfflineSession,
+    /// AMQP: persistent messages with publisher confirms into a named queue without consumer;
+    /// read back as the queue's message count.
+    AmqpQueue,
+    /// WS-N: Notify on a topic that a pull point subscribed to, with no GetMessages until the
+    /// end; read back by GetMessages.
+    WsnPullPoint,
+    /// MQTT: a subscriber that stops reading its socket after its SUBACK, and a publisher, both
+    /// at --qos; read back when the subscriber reads again.
+    StalledReader,
+}
+
 /// Options of `attack`.
 #[derive(Debug, Clone, Args)]
 pub struct AttackArgs {
@@ -198,22 +217,10 @@ pub struct AttackArgs {
     #[arg(long, default_value_t = 2000)]
     pub drain_ms: u64,
 
-    /// Name of the broker in the report (e.g. tolk, mosquitto).
-    #[arg(long, default_value = "broker")]
-    pub label: String,
-
-    /// Row name; defaults to the attack, plus the QoS for stalled-reader.
-    #[arg(long)]
-    pub case: Option<String>,
-
-    /// Also write the report as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-
-    /// Append the report's row to this Markdown table (the header is written first when the
-    /// file is new).
-    #[arg(long)]
-    pub table: Option<PathBuf>,
+    /// Where the report goes; the row name defaults to the attack, plus the QoS for
+    /// stalled-reader.
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 /// Options of `retained-stall`.
@@ -257,11 +264,19 @@ pub struct StallArgs {
     #[arg(long, default_value_t = 2000)]
     pub drain_ms: u64,
 
-    /// Name of the broker in the report.
+    /// Where the report goes; the row name defaults to `retained-stall`.
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// Where a one-row report (`attack`, `retained-stall`) goes.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Name of the broker in the report (e.g. tolk, mosquitto).
     #[arg(long, default_value = "broker")]
     pub label: String,
 
-    /// Row name; defaults to `retained-stall`.
+    /// Row name (each command has its default).
     #[arg(long)]
     pub case: Option<String>,
 
@@ -269,7 +284,8 @@ pub struct StallArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
 
-    /// Append the report's row to this Markdown table (header first when the file is new).
+    /// Append the report's row to this Markdown table (the header is written first when the
+    /// file is new).
     #[arg(long)]
     pub table: Option<PathBuf>,
 }

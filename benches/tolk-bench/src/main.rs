@@ -48,11 +48,11 @@ async fn main() -> Result<()> {
         }
         Command::Attack(args) => {
             let report = scenario::attack::run(&args).await?;
-            return output(&report, report.to_text(), report.row(), args.json, args.table);
+            return output(&report, report.to_text(), report.row(), args.report.json, args.report.table);
         }
         Command::RetainedStall(args) => {
             let report = scenario::stall::run(&args).await?;
-            return output(&report, report.to_text(), report.row(), args.json, args.table);
+            return output(&report, report.to_text(), report.row(), args.report.json, args.report.table);
         }
         Command::Burst(a) => (Scenario::Burst, a),
         Command::FanIn(a) => (Scenario::FanIn, a),

@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 
 use super::new_run_id;
 use crate::broker::{Broker, Probe, ProcSample};
-use crate::cli::AttackArgs;
+use crate::cli::{Attack, AttackArgs};
 use crate::clock::Clock;
 use crate::payload::Stamp;
 use crate::proto::amqp::{AmqpConnector, PERSISTENT, TOPIC_EXCHANGE, routing_key};
@@ -40,26 +40,6 @@ const ACK_WAIT: Duration = Duration::from_secs(15);
 
 /// What the broker said when refusing, or why it closed a connection: the first few kept.
 const NOTES_KEPT: usize = 4;
-
-/// The attacks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Attack {
-    /// MQTT: QoS 1 retained messages, each on a topic of its own; read back by a subscriber to
-    /// all of them.
-    Retained,
-    /// MQTT: QoS 1 messages for a persistent session (clean session 0) that subscribed at QoS 1
-    /// and disconnected; read back when it reconnects.
-    OfflineSession,
-    /// AMQP: persistent messages with publisher confirms into a named queue without consumer;
-    /// read back as the queue's message count.
-    AmqpQueue,
-    /// WS-N: Notify on a topic that a pull point subscribed to, with no GetMessages until the
-    /// end; read back by GetMessages.
-    WsnPullPoint,
-    /// MQTT: a subscriber that stops reading its socket after its SUBACK, and a publisher, both
-    /// at --qos; read back when the subscriber reads again.
-    StalledReader,
-}
 
 impl Attack {
     fn name(self) -> &'static str {
@@ -332,11 +312,11 @@ pub async fn run(args: &AttackArgs) -> Result<AttackReport> {
     let messages = args.messages.unwrap_or(attack.default_messages());
     let t = &args.target;
     let mut report = AttackReport {
-        case: args.case.clone().unwrap_or_else(|| match attack {
+        case: args.report.case.clone().unwrap_or_else(|| match attack {
             Attack::StalledReader => format!("{} qos{}", attack.name(), args.qos),
             _ => attack.name().to_string(),
         }),
-        label: args.label.clone(),
+        label: args.report.label.clone(),
         target: format!("{}://{}:{}{}", t.protocol.scheme(), t.host, t.port, t.path),
         messages,
         payload_bytes: args.payload,

@@ -265,8 +265,8 @@ pub async fn run(args: &StallArgs) -> Result<StallReport> {
     let mqtt = MqttConnector::new(&args.target, args.payload);
     let t = &args.target;
     let mut report = StallReport {
-        case: args.case.clone().unwrap_or_else(|| "retained-stall".into()),
-        label: args.label.clone(),
+        case: args.report.case.clone().unwrap_or_else(|| "retained-stall".into()),
+        label: args.report.label.clone(),
         target: format!("mqtt://{}:{}", t.host, t.port),
         retained: args.retained,
         probe_rate: args.rate,
