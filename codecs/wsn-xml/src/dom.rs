@@ -26,7 +26,6 @@ use quick_xml::XmlVersion;
 use quick_xml::events::{BytesRef, BytesStart, Event};
 use quick_xml::name::{NamespaceError, PrefixDeclaration, QName as XQName, ResolveResult};
 
-use crate::element::XmlElement;
 use crate::error::ParseError;
 use crate::limits::Limits;
 use crate::ns::QName;
@@ -42,6 +41,19 @@ pub(crate) struct Attr {
     pub value: String,
 }
 
+/// A subtree kept as its source text, with the namespace declarations it borrows from its
+/// ancestors copied into its start tag, so that it stands on its own (the payload layer,
+/// `element.rs`, makes an `XmlElement` of it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Captured {
+    /// The element's text.
+    pub bytes: Bytes,
+    /// Its name.
+    pub name: QName,
+    /// Offset just before the `>` or `/>` of its start tag.
+    pub insert_at: usize,
+}
+
 /// One element of the tree.
 #[derive(Debug, Clone)]
 pub(crate) struct Node {
@@ -55,7 +67,7 @@ pub(crate) struct Node {
     /// the element ends).
     pub scope: Option<Bindings>,
     /// The element kept as self-contained bytes instead of expanded (see module docs).
-    pub captured: Option<XmlElement>,
+    pub captured: Option<Captured>,
 }
 
 impl Node {
@@ -377,7 +389,7 @@ impl<'i> Parser<'i, '_> {
         start: u64,
         empty: bool,
         depth: usize,
-    ) -> Result<XmlElement, ParseError> {
+    ) -> Result<Captured, ParseError> {
         let mut used = UsedPrefixes::default();
         used.element(e.name());
         for a in attrs {
@@ -420,7 +432,7 @@ impl<'i> Parser<'i, '_> {
         out.push_str(&decls);
         let insert_at = out.len();
         out.push_str(tail);
-        Ok(XmlElement::from_parts(Bytes::from(out), name, insert_at))
+        Ok(Captured { bytes: Bytes::from(out), name, insert_at })
     }
 
     /// Reads events up to the end tag matching the element just opened at `depth`, enforcing
@@ -646,9 +658,9 @@ mod tests {
         let doc = parse(xml.as_bytes(), &Limits::default(), &CAPTURE_UNDER_M).unwrap();
         let m = doc.nodes.iter().find(|n| n.local == "M").unwrap();
         let captured = doc.children(m).next().unwrap().captured.clone().unwrap();
-        let text = std::str::from_utf8(captured.as_bytes()).unwrap();
+        let text = std::str::from_utf8(&captured.bytes).unwrap();
         assert_eq!(text, r#"<x:v a="x:q" x:b="1" xmlns:x="urn:x" xmlns="urn:d"><inner>t</inner></x:v>"#);
-        assert_eq!(captured.name(), &QName::new("urn:x", "v"));
+        assert_eq!(&captured.name, &QName::new("urn:x", "v"));
         // The captured bytes parse on their own and mean the same thing.
         let again = plain(text).unwrap();
         assert!(again.nodes[1].is("urn:d", "inner"));
@@ -659,11 +671,11 @@ mod tests {
         let xml = r#"<r xmlns:m="urn:m" xmlns:p="urn:p"><m:M><p:e xmlns:p="urn:own"/></m:M></r>"#;
         let doc = parse(xml.as_bytes(), &Limits::default(), &CAPTURE_UNDER_M).unwrap();
         let captured = doc.nodes.iter().find_map(|n| n.captured.clone()).unwrap();
-        assert_eq!(captured.as_bytes(), br#"<p:e xmlns:p="urn:own"/>"#);
+        assert_eq!(&captured.bytes[..], br#"<p:e xmlns:p="urn:own"/>"#);
         let xml = r#"<r xmlns:m="urn:m" xmlns:p="urn:p"><m:M><p:e/></m:M></r>"#;
         let doc = parse(xml.as_bytes(), &Limits::default(), &CAPTURE_UNDER_M).unwrap();
         let captured = doc.nodes.iter().find_map(|n| n.captured.clone()).unwrap();
-        assert_eq!(captured.as_bytes(), br#"<p:e xmlns:p="urn:p"/>"#);
+        assert_eq!(&captured.bytes[..], br#"<p:e xmlns:p="urn:p"/>"#);
     }
 
     #[test]
@@ -694,8 +706,8 @@ mod tests {
         let xml = r#"<r xmlns="urn:d" xmlns:m="urn:m"><m:M><x:e xmlns:x="urn:x"><i xmlns=""/><j/></x:e></m:M></r>"#;
         let doc = parse(xml.as_bytes(), &Limits::default(), &CAPTURE_UNDER_M).unwrap();
         let captured = doc.nodes.iter().find_map(|n| n.captured.clone()).unwrap();
-        assert_eq!(captured.as_str(), r#"<x:e xmlns:x="urn:x" xmlns="urn:d"><i xmlns=""/><j/></x:e>"#);
-        let again = plain(captured.as_str()).unwrap();
+        assert_eq!(&captured.bytes[..], r#"<x:e xmlns:x="urn:x" xmlns="urn:d"><i xmlns=""/><j/></x:e>"#.as_bytes());
+        let again = plain(std::str::from_utf8(&captured.bytes).unwrap()).unwrap();
         assert_eq!(again.nodes[1].ns, None);
         assert_eq!(again.nodes[2].ns.as_deref(), Some("urn:d"));
     }

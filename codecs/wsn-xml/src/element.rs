@@ -20,7 +20,7 @@
 
 use bytes::Bytes;
 
-use crate::dom::{self, Plan};
+use crate::dom::{self, Captured, Plan};
 use crate::error::ParseError;
 use crate::limits::Limits;
 use crate::ns::{QName, TOLK};
@@ -63,7 +63,9 @@ pub struct Payload {
 }
 
 impl XmlElement {
-    pub(crate) fn from_parts(bytes: Bytes, name: QName, insert_at: usize) -> Self {
+    /// The element a parse kept whole.
+    pub(crate) fn from_captured(captured: Captured) -> Self {
+        let Captured { bytes, name, insert_at } = captured;
         XmlElement { bytes, name, insert_at }
     }
 
@@ -74,6 +76,7 @@ impl XmlElement {
         let doc = dom::parse(xml, limits, &ROOT)?;
         doc.root()
             .and_then(|root| root.captured.clone())
+            .map(XmlElement::from_captured)
             .ok_or(ParseError::Malformed { offset: 0, message: "no root element".into() })
     }
 

@@ -45,10 +45,10 @@ pub use ns::QName;
 pub use operation::{NOTIFY_ACTION, Operation};
 pub use parse::parse_request;
 pub use request::{
-    AddressingHeaders, EndpointReference, NotificationMessage, RegisterPublisher, Request, RequestEnvelope,
-    RequestError, Subscribe,
+    AddressingHeaders, EndpointReference, NotificationMessage, RegisterPublisher, ReplyContext, Request,
+    RequestEnvelope, RequestError, Subscribe,
 };
-pub use response::{ReplyContext, Response, write_empty_response, write_response};
+pub use response::{Response, write_empty_response, write_response};
 pub use soap::{AddressingVersion, SoapVersion, content_type_action};
 pub use time::{TerminationTime, TimeError, format_date_time, parse_date_time, parse_duration};
 pub use topic::{

@@ -185,7 +185,9 @@ fn read_message(doc: &Document, message: &Node) -> Result<XmlElement, ParseError
     let mut elements = doc.children(message);
     let has_text = !message.text.chars().all(dom::is_xml_space);
     match (elements.next(), elements.next()) {
-        (Some(only), None) if !has_text => only.captured.clone().ok_or_else(|| invalid("element was not captured")),
+        (Some(only), None) if !has_text => {
+            only.captured.clone().map(XmlElement::from_captured).ok_or_else(|| invalid("element was not captured"))
+        }
         (None, None) if has_text => {
             Ok(XmlElement::wrap_payload(message.text.trim_matches(dom::is_xml_space).as_bytes(), None))
         }
@@ -262,7 +264,7 @@ fn read_epr(doc: &Document, epr: &Node, name: &'static str) -> Result<EndpointRe
         return Err(ParseError::InvalidContent { element: name, reason: "empty wsa:Address".into() });
     }
     let reference_parameters = child("ReferenceParameters")
-        .map(|rp| doc.children(rp).filter_map(|p| p.captured.clone()).collect())
+        .map(|rp| doc.children(rp).filter_map(|p| p.captured.clone().map(XmlElement::from_captured)).collect())
         .unwrap_or_default();
     Ok(EndpointReference { address: address.to_owned(), reference_parameters })
 }

@@ -6,7 +6,6 @@ use crate::element::XmlElement;
 use crate::error::ParseError;
 use crate::ns::QName;
 use crate::operation::Operation;
-use crate::response::ReplyContext;
 use crate::soap::{AddressingVersion, SoapVersion};
 use crate::topic::TopicExpression;
 
@@ -212,5 +211,27 @@ impl RequestError {
             message_id: None,
             operation: self.operation,
         }
+    }
+}
+
+/// What every reply needs from its request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyContext {
+    /// Answer in the request's SOAP version.
+    pub soap: SoapVersion,
+    /// Answer in the request's WS-Addressing version (1.0 when it used none).
+    pub addressing: AddressingVersion,
+    /// The request's `wsa:MessageID`, written as `wsa:RelatesTo`.
+    pub relates_to: Option<String>,
+    /// A `wsa:MessageID` for the reply, if the caller made one.
+    pub message_id: Option<String>,
+    /// The request's operation, for WSDL-specific fault actions.
+    pub operation: Option<Operation>,
+}
+
+impl ReplyContext {
+    /// A context with no request information, e.g. for a fault on unreadable input.
+    pub fn new(soap: SoapVersion) -> Self {
+        ReplyContext { soap, addressing: AddressingVersion::W3c, relates_to: None, message_id: None, operation: None }
     }
 }

@@ -12,32 +12,10 @@ use crate::element::XmlElement;
 use crate::ns::WSN_BR;
 use crate::operation::Operation;
 use crate::out::Out;
-use crate::request::{EndpointReference, NotificationMessage};
-use crate::soap::{AddressingVersion, SoapVersion};
+use crate::request::{EndpointReference, NotificationMessage, ReplyContext};
+
 use crate::time::format_date_time;
 use crate::write::{endpoint_reference, envelope, nillable_time, notification_message};
-
-/// What every reply needs from its request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplyContext {
-    /// Answer in the request's SOAP version.
-    pub soap: SoapVersion,
-    /// Answer in the request's WS-Addressing version (1.0 when it used none).
-    pub addressing: AddressingVersion,
-    /// The request's `wsa:MessageID`, written as `wsa:RelatesTo`.
-    pub relates_to: Option<String>,
-    /// A `wsa:MessageID` for the reply, if the caller made one.
-    pub message_id: Option<String>,
-    /// The request's operation, for WSDL-specific fault actions.
-    pub operation: Option<Operation>,
-}
-
-impl ReplyContext {
-    /// A context with no request information, e.g. for a fault on unreadable input.
-    pub fn new(soap: SoapVersion) -> Self {
-        ReplyContext { soap, addressing: AddressingVersion::W3c, relates_to: None, message_id: None, operation: None }
-    }
-}
 
 /// A response body. Times are Unix milliseconds, written as UTC `xsd:dateTime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
