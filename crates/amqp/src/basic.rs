@@ -20,9 +20,10 @@ use tolk_core::{Delivery, DropReason, Protocol, QoS, Queue, QueuePush};
 use tracing::debug;
 
 use crate::channel::{Channel, Consumer, Content, Publish, PublishTarget, Settle, Unacked, settle};
+use crate::context::Ctx;
 use crate::error::{AmqpError, code};
+use crate::output::Output;
 use crate::queue::{find, unique_name};
-use crate::session::{Ctx, Output};
 use crate::topic_key;
 use crate::translate::{self, INTERNAL_TOPIC_PREFIX, TOPIC_BRIDGE};
 

@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
 
 use amq_protocol::frame::AMQPContentHeader;
 use amq_protocol::protocol::{AMQPClass, channel};
@@ -16,8 +15,9 @@ use amq_protocol::types::ShortString;
 use bytes::BytesMut;
 use tolk_core::{Delivery, Queue, QueueAck};
 
+use crate::context::Ctx;
 use crate::error::AmqpError;
-use crate::session::{Ctx, Output};
+use crate::output::Output;
 
 /// Where a publish in progress is going, decided when `basic.publish` arrives.
 pub(crate) enum PublishTarget {
@@ -173,18 +173,11 @@ pub(crate) fn settle(ctx: &mut Ctx, ch: &mut Channel, entry: Unacked, how: Settl
 }
 
 /// `channel.flow` (§1.5.2.3): the client pauses or resumes deliveries on this channel.
-pub(crate) fn handle(
-    ctx: &mut Ctx,
-    ch: &mut Channel,
-    out: &mut Output,
-    method: channel::AMQPMethod,
-    now: Instant,
-) -> Result<(), AmqpError> {
+pub(crate) fn handle(ch: &mut Channel, out: &mut Output, method: channel::AMQPMethod) -> Result<(), AmqpError> {
     match method {
         channel::AMQPMethod::Flow(flow) => {
             ch.flow = flow.active;
             out.method(ch.id, AMQPClass::Channel(channel::AMQPMethod::FlowOk(channel::FlowOk { active: flow.active })));
-            crate::basic::release_held(ctx, ch, out, now);
             Ok(())
         }
         channel::AMQPMethod::FlowOk(_) => {

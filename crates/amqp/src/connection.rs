@@ -14,7 +14,8 @@ use tokio::io::AsyncWriteExt;
 use tolk_core::listener::Connection;
 use tolk_core::{CloseReason, Protocol};
 
-use crate::session::{AmqpSession, Shared};
+use crate::context::Shared;
+use crate::session::AmqpSession;
 
 /// Output bytes above which the connection stops reading and taking deliveries.
 pub const HIGH_WATER: usize = 256 * 1024;

@@ -9,7 +9,7 @@ use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, bind_
 use tolk_core::{CloseReason, Protocol};
 
 use crate::config::AmqpConfig;
-use crate::session::Shared;
+use crate::context::Shared;
 
 /// The AMQP 0-9-1 front end. Build it from the `[amqp]` configuration with [`AmqpFrontEnd::new`].
 pub struct AmqpFrontEnd {

@@ -12,9 +12,10 @@ use amq_protocol::types::{AMQPValue, FieldTable, ShortString};
 use tolk_core::{Queue, QueueError, QueueOptions};
 
 use crate::channel::Channel;
+use crate::context::Ctx;
 use crate::error::AmqpError;
 use crate::exchange::BindingTarget;
-use crate::session::{Ctx, Output};
+use crate::output::Output;
 use crate::topic_key;
 use crate::translate::TOPIC_BRIDGE;
 

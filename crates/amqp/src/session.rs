@@ -9,162 +9,25 @@
 //! `channel.rs`, `exchange.rs`, `queue.rs` and `basic.rs`. Errors come back from those as
 //! [`AmqpError`]s and are turned into `channel.close` or `connection.close` here.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use amq_protocol::protocol::{AMQPClass, channel as amqp_channel, connection};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString, ShortString};
 use bytes::BytesMut;
-use tolk_core::{CloseReason, Delivery, Metrics, OutboxReceiver, Protocol, Queue, Router, Session};
-use tracing::{debug, info, warn};
+use tolk_core::{CloseReason, Delivery, OutboxReceiver, Session};
+use tracing::{debug, info};
 
 use crate::channel::Channel;
-use crate::config::AmqpConfig;
+use crate::context::{Credentials, Ctx, Shared, authenticate};
 use crate::error::{AmqpError, Scope, code};
-use crate::exchange::ExchangeRegistry;
-use crate::frame::{self, EncodeError, Encoder, FRAME_MIN_SIZE, Frame, PROTOCOL_HEADER};
-use crate::{basic, channel, exchange, queue};
+use crate::frame::{self, FRAME_MIN_SIZE, Frame, PROTOCOL_HEADER};
+use crate::output::Output;
+use crate::{basic, channel, exchange_class, queue};
 
 /// How long the broker waits for `connection.close-ok` after sending `connection.close`.
 const CLOSE_OK_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// State shared by every connection of one front end.
-pub struct Shared {
-    /// Settings.
-    pub config: AmqpConfig,
-    /// The broker's exchanges.
-    pub registry: ExchangeRegistry,
-    /// The core.
-    pub router: Router,
-}
-
-impl Shared {
-    /// Shared state for a front end with `config` over `router`.
-    pub fn new(config: AmqpConfig, router: Router) -> Self {
-        let registry = ExchangeRegistry::new(config.max_exchanges, config.max_bindings_per_exchange);
-        Shared { config, registry, router }
-    }
-}
-
-/// Credentials from `connection.start-ok`, parsed for the authentication hook.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credentials {
-    /// `PLAIN` or `AMQPLAIN`.
-    pub mechanism: String,
-    /// Login name.
-    pub username: String,
-    /// Password (never logged).
-    pub password: String,
-}
-
-/// The authentication hook. Every login is accepted for now; a later version checks
-/// `credentials` against the broker's users and returns the reason for a refusal.
-fn authenticate(credentials: &Credentials) -> Result<(), String> {
-    debug!(user = %credentials.username, mechanism = %credentials.mechanism, "login accepted");
-    Ok(())
-}
-
-/// Connection-wide state the method handlers work with.
-pub(crate) struct Ctx {
-    pub shared: Arc<Shared>,
-    pub core: Session,
-    /// Core consumer tag → channel it belongs to.
-    pub consumers: HashMap<u64, u16>,
-    pub next_core_tag: u64,
-    /// Exclusive queues this connection created; deleted (and unbound) when it ends.
-    pub exclusive_queues: Vec<Arc<Queue>>,
-    pub client_id: Arc<str>,
-    /// Whether the client understands server-sent `basic.cancel` (its capabilities table).
-    pub cancel_notify: bool,
-    pub frame_max: u32,
-    pub metrics: Arc<Metrics>,
-    /// Body bytes received for publishes not yet complete, over all channels; capped by
-    /// `max_message_size_bytes` so that many channels cannot each buffer a large message.
-    pub assembling: u64,
-}
-
-/// Encoded frames waiting for the socket, and the deliveries among them whose latency is
-/// recorded once their bytes are written.
-pub(crate) struct Output {
-    buf: Vec<u8>,
-    written: usize,
-    encoder: Encoder,
-    written_total: u64,
-    pending_records: VecDeque<(u64, Delivery, Instant)>,
-}
-
-impl Output {
-    fn new() -> Self {
-        Output {
-            buf: Vec::new(),
-            written: 0,
-            encoder: Encoder::default(),
-            written_total: 0,
-            pending_records: VecDeque::new(),
-        }
-    }
-
-    pub fn method(&mut self, channel: u16, method: AMQPClass) {
-        if let Err(e) = self.encoder.method(&mut self.buf, channel, method) {
-            warn!(error = %e, "could not encode a method frame");
-        }
-    }
-
-    /// Appends a method and its content atomically: if the content does not fit the frame
-    /// size, neither is written.
-    pub fn method_with_content(
-        &mut self,
-        channel: u16,
-        method: AMQPClass,
-        properties: amq_protocol::protocol::BasicProperties,
-        body: &[u8],
-        frame_max: u32,
-    ) -> Result<(), EncodeError> {
-        let mark = self.buf.len();
-        let result = self
-            .encoder
-            .method(&mut self.buf, channel, method)
-            .and_then(|()| self.encoder.content(&mut self.buf, channel, properties, body, frame_max));
-        if result.is_err() {
-            self.buf.truncate(mark);
-        }
-        result
-    }
-
-    fn raw(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
-    }
-
-    /// Bytes queued and not yet written.
-    pub fn len(&self) -> usize {
-        self.buf.len() - self.written
-    }
-
-    /// Remembers a delivery whose latency is recorded once everything queued so far is written.
-    pub fn record_when_written(&mut self, delivery: Delivery, taken_at: Instant) {
-        let end = self.written_total + self.len() as u64;
-        self.pending_records.push_back((end, delivery, taken_at));
-    }
-
-    fn advance(&mut self, n: usize, now: Instant, metrics: &Metrics) {
-        self.written = (self.written + n).min(self.buf.len());
-        self.written_total += n as u64;
-        if self.written == self.buf.len() {
-            // Everything is out: give the buffer back, so an idle connection holds none.
-            self.buf = Vec::new();
-            self.written = 0;
-        } else if self.written > 64 * 1024 && self.written * 2 > self.buf.len() {
-            self.buf.drain(..self.written);
-            self.written = 0;
-        }
-        while self.pending_records.front().is_some_and(|(end, _, _)| *end <= self.written_total) {
-            if let Some((_, delivery, taken_at)) = self.pending_records.pop_front() {
-                tolk_core::frontend::record_delivery(metrics, Protocol::Amqp, &delivery, taken_at, now);
-            }
-        }
-    }
-}
 
 /// Where the connection is in its life (spec §2.2.4 "connection class").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,7 +111,7 @@ impl AmqpSession {
 
     /// Bytes to write to the socket.
     pub fn pending_output(&self) -> &[u8] {
-        &self.out.buf[self.out.written..]
+        self.out.unwritten()
     }
 
     /// `n` bytes of [`AmqpSession::pending_output`] were written at `now`.
@@ -318,7 +181,7 @@ impl AmqpSession {
                     && self.out.len() == 0
                     && now >= self.last_send + hb / 2
                 {
-                    Encoder::heartbeat(&mut self.out.buf);
+                    self.out.heartbeat();
                 }
             }
             _ => {
@@ -575,8 +438,9 @@ impl AmqpSession {
             .during(class_id, method_id));
         }
         self.with_channel(ch, class_id, method_id, |ctx, c, out| match method {
-            AMQPClass::Channel(m) => channel::handle(ctx, c, out, m, now),
-            AMQPClass::Exchange(m) => exchange::handle(ctx, c, out, m),
+            // A channel.flow that resumes deliveries releases what was held back.
+            AMQPClass::Channel(m) => channel::handle(c, out, m).map(|()| basic::release_held(ctx, c, out, now)),
+            AMQPClass::Exchange(m) => exchange_class::handle(ctx, c, out, m),
             AMQPClass::Queue(m) => queue::handle(ctx, c, out, m),
             AMQPClass::Basic(m) => basic::handle(ctx, c, out, m, now),
             AMQPClass::Confirm(m) => basic::handle_confirm(c, out, m),
@@ -844,8 +708,10 @@ pub fn parse_credentials(mechanism: &str, response: &[u8]) -> Result<Credentials
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::AmqpConfig;
     use amq_protocol::frame::{AMQPFrame, WriteContext, gen_frame};
     use tolk_core::RouterConfig;
+    use tolk_core::{Metrics, Protocol, Router};
 
     fn session() -> AmqpSession {
         let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));

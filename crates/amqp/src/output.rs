@@ -1,0 +1,103 @@
+//! Encoded frames on their way to the socket, and the deliveries among them whose egress
+//! latency is recorded once their bytes are written.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use amq_protocol::protocol::AMQPClass;
+use tolk_core::{Delivery, Metrics, Protocol};
+use tracing::warn;
+
+use crate::frame::{EncodeError, Encoder};
+
+/// Encoded frames waiting for the socket, and the deliveries among them whose latency is
+/// recorded once their bytes are written.
+pub(crate) struct Output {
+    buf: Vec<u8>,
+    written: usize,
+    encoder: Encoder,
+    written_total: u64,
+    pending_records: VecDeque<(u64, Delivery, Instant)>,
+}
+
+impl Output {
+    pub(crate) fn new() -> Self {
+        Output {
+            buf: Vec::new(),
+            written: 0,
+            encoder: Encoder::default(),
+            written_total: 0,
+            pending_records: VecDeque::new(),
+        }
+    }
+
+    pub fn method(&mut self, channel: u16, method: AMQPClass) {
+        if let Err(e) = self.encoder.method(&mut self.buf, channel, method) {
+            warn!(error = %e, "could not encode a method frame");
+        }
+    }
+
+    /// Appends a method and its content atomically: if the content does not fit the frame
+    /// size, neither is written.
+    pub fn method_with_content(
+        &mut self,
+        channel: u16,
+        method: AMQPClass,
+        properties: amq_protocol::protocol::BasicProperties,
+        body: &[u8],
+        frame_max: u32,
+    ) -> Result<(), EncodeError> {
+        let mark = self.buf.len();
+        let result = self
+            .encoder
+            .method(&mut self.buf, channel, method)
+            .and_then(|()| self.encoder.content(&mut self.buf, channel, properties, body, frame_max));
+        if result.is_err() {
+            self.buf.truncate(mark);
+        }
+        result
+    }
+
+    pub(crate) fn raw(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The bytes queued and not yet written.
+    pub(crate) fn unwritten(&self) -> &[u8] {
+        &self.buf[self.written..]
+    }
+
+    /// Appends a heartbeat frame.
+    pub(crate) fn heartbeat(&mut self) {
+        Encoder::heartbeat(&mut self.buf);
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn len(&self) -> usize {
+        self.buf.len() - self.written
+    }
+
+    /// Remembers a delivery whose latency is recorded once everything queued so far is written.
+    pub fn record_when_written(&mut self, delivery: Delivery, taken_at: Instant) {
+        let end = self.written_total + self.len() as u64;
+        self.pending_records.push_back((end, delivery, taken_at));
+    }
+
+    pub(crate) fn advance(&mut self, n: usize, now: Instant, metrics: &Metrics) {
+        self.written = (self.written + n).min(self.buf.len());
+        self.written_total += n as u64;
+        if self.written == self.buf.len() {
+            // Everything is out: give the buffer back, so an idle connection holds none.
+            self.buf = Vec::new();
+            self.written = 0;
+        } else if self.written > 64 * 1024 && self.written * 2 > self.buf.len() {
+            self.buf.drain(..self.written);
+            self.written = 0;
+        }
+        while self.pending_records.front().is_some_and(|(end, _, _)| *end <= self.written_total) {
+            if let Some((_, delivery, taken_at)) = self.pending_records.pop_front() {
+                tolk_core::frontend::record_delivery(metrics, Protocol::Amqp, &delivery, taken_at, now);
+            }
+        }
+    }
+}
