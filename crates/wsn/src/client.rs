@@ -3,7 +3,7 @@
 //! paying a TCP handshake per message. Connections are made by [`GuardedConnector`], which
 //! connects only to addresses the consumer policy allows. Plain `http://` only: the connector
 //! refuses other schemes (https consumers are refused earlier, at Subscribe, with a fault
-//! saying so). Every request carries this broker's loop mark ([`crate::loopmark`]).
+//! saying so). Every request carries this broker's loop mark ([`crate::push_mark`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use wsn_xml::SoapVersion;
 use crate::allow::ConsumerPolicy;
 use crate::config::PushConfig;
 use crate::connector::GuardedConnector;
-use crate::loopmark;
+use crate::push_mark;
 
 /// Most bytes of a consumer's response body read (and thrown away) so that the connection can
 /// be reused; a longer answer is cut off and its connection closed.
@@ -70,7 +70,7 @@ impl NotifyClient {
         *request.method_mut() = Method::POST;
         *request.uri_mut() = uri.clone();
         let headers = request.headers_mut();
-        headers.insert(loopmark::HEADER, mark.clone());
+        headers.insert(push_mark::HEADER, mark.clone());
         match soap {
             SoapVersion::V11 => {
                 headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml; charset=utf-8"));

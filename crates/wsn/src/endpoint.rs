@@ -28,8 +28,8 @@ use crate::config::WsnConfig;
 use crate::fault::{Refusal, shorten};
 use crate::ids::IdSource;
 use crate::lifetime::now_unix_millis;
-use crate::loopmark::LoopMark;
 use crate::memory::PullPointBytes;
+use crate::push_mark::LoopMark;
 use crate::registry::Registry;
 use crate::subscription::Subscription;
 

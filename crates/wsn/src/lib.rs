@@ -31,6 +31,7 @@ mod producer;
 mod pullpoint;
 mod pullpoint_ops;
 mod push;
+mod push_mark;
 mod registry;
 mod subscription;
 /// Public so that the translation benchmarks (`benches/benches/translation.rs`) can measure
