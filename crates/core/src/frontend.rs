@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tolk_metrics::{Hop, Metrics, Protocol};
 
-use crate::outbox::Delivery;
+use crate::delivery::Delivery;
 use crate::router::Router;
 
 /// Everything a front end needs from the broker. Cloned into each front end.

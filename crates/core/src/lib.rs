@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod budget;
+mod delivery;
 pub mod frontend;
 pub mod hold;
 pub mod listener;
@@ -19,9 +20,10 @@ pub mod topic;
 mod trie;
 
 pub use budget::MemoryBudget;
+pub use delivery::{Delivery, QueueAck};
 pub use message::{Destination, Message, Origin, Properties, QoS, SessionId};
-pub use outbox::{Delivery, Outbox, OutboxLimits, OutboxReceiver, Overflowed, PushOutcome, outbox};
-pub use queue::{ConsumerId, ConsumerOptions, Queue, QueueAck, QueueOptions, QueuePush};
+pub use outbox::{Outbox, OutboxLimits, OutboxReceiver, Overflowed, PushOutcome, outbox};
+pub use queue::{ConsumerId, ConsumerOptions, Queue, QueueOptions, QueuePush};
 pub use retained::RetainOutcome;
 pub use router::{
     PublishOutcome, QueueError, Router, RouterConfig, Session, SharedError, Subscription, SubscriptionOptions, Target,

@@ -7,61 +7,13 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 use tokio::sync::Notify;
 use tolk_metrics::{DropReason, MemoryKind, Protocol};
 
 use crate::budget::{MemoryBudget, message_cost};
-use crate::message::{Message, QoS, SessionId};
-use crate::queue::QueueAck;
-
-/// One message on its way to one subscriber.
-#[derive(Debug)]
-pub struct Delivery {
-    /// The shared message.
-    pub message: Arc<Message>,
-    /// Effective guarantee: `min(publisher's, subscription's)`.
-    pub qos: QoS,
-    /// The retain flag to send: set for retained messages sent because of a new subscription,
-    /// and for live messages only when the subscription asked for retain-as-published.
-    pub retain: bool,
-    /// The front end's tag for the subscription that matched (see [`crate::Subscription::tag`]).
-    pub tag: u64,
-    /// MQTT 5 subscription identifier of the matching subscription.
-    pub subscription_id: Option<u32>,
-    /// When it was put in the outbox; the start of the `queue` hop.
-    pub enqueued_at: Instant,
-    /// Present when the delivery came from a named queue: the session must ack or nack it.
-    pub ack: Option<QueueAck>,
-    /// Set when this message was delivered before and not acknowledged.
-    pub redelivered: bool,
-}
-
-impl Delivery {
-    /// A first delivery of `message` at `qos` that no subscription produced (a pull point's,
-    /// a test's): no retain flag, tag, subscription id or queue acknowledgement. Set those with
-    /// struct update syntax where they apply.
-    pub fn new(message: Arc<Message>, qos: QoS, enqueued_at: Instant) -> Self {
-        Delivery {
-            message,
-            qos,
-            retain: false,
-            tag: 0,
-            subscription_id: None,
-            enqueued_at,
-            ack: None,
-            redelivered: false,
-        }
-    }
-
-    /// A retained message sent because of a new subscription allowing at most `max_qos`: the
-    /// retain flag set, the guarantee the lower of the message's and the subscription's.
-    pub fn retained(message: Arc<Message>, max_qos: QoS, enqueued_at: Instant) -> Self {
-        let qos = message.qos.min(max_qos);
-        Delivery { retain: true, ..Delivery::new(message, qos, enqueued_at) }
-    }
-}
+use crate::delivery::Delivery;
+use crate::message::{QoS, SessionId};
 
 /// What happened to a push.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -445,7 +397,9 @@ impl Drop for OutboxReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Origin;
+    use std::time::Instant;
+
+    use crate::message::{Message, Origin};
 
     fn test_outbox(protocol: Protocol, limits: OutboxLimits) -> (Outbox, OutboxReceiver) {
         outbox(SessionId(1), protocol, limits, Arc::new(MemoryBudget::new(usize::MAX / 2, Default::default())))

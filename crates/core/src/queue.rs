@@ -16,8 +16,9 @@ use foldhash::fast::RandomState;
 use tolk_metrics::{DropReason, MemoryKind};
 
 use crate::budget::{MemoryBudget, message_cost};
+use crate::delivery::{Delivery, QueueAck, Settle, Settler};
 use crate::message::{Message, QoS, SessionId};
-use crate::outbox::{Delivery, Outbox, PushOutcome};
+use crate::outbox::{Outbox, PushOutcome};
 
 /// Identifies a consumer within its queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,42 +66,6 @@ pub struct ConsumerOptions {
     pub max_qos: QoS,
     /// The consumer's own tag, echoed in each delivery.
     pub tag: u64,
-}
-
-/// The handle a session uses to settle one queue delivery.
-#[derive(Clone)]
-pub struct QueueAck {
-    queue: Arc<Queue>,
-    id: u64,
-}
-
-impl std::fmt::Debug for QueueAck {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "QueueAck({}#{})", self.queue.name, self.id)
-    }
-}
-
-impl QueueAck {
-    /// The message was processed: forget it.
-    pub fn ack(&self) {
-        self.queue.settle(self.id, Settle::Ack);
-    }
-
-    /// The message was refused: put it back (marked redelivered) or discard it.
-    pub fn nack(&self, requeue: bool) {
-        self.queue.settle(self.id, if requeue { Settle::Requeue } else { Settle::Discard });
-    }
-
-    /// The queue the delivery came from.
-    pub fn queue(&self) -> &Arc<Queue> {
-        &self.queue
-    }
-}
-
-enum Settle {
-    Ack,
-    Requeue,
-    Discard,
 }
 
 struct Waiting {
@@ -280,7 +245,7 @@ impl Queue {
         let waiting = self.pop_live(&mut state, now)?;
         let settle = ack.then(|| {
             let id = Self::track(&mut state, &waiting.message, owner);
-            QueueAck { queue: self.clone(), id }
+            QueueAck::new(self.clone(), id)
         });
         if settle.is_none() {
             self.release(&mut state, &waiting.message);
@@ -325,7 +290,7 @@ impl Queue {
         n
     }
 
-    fn settle(self: &Arc<Self>, id: u64, how: Settle) {
+    fn settle_delivery(self: &Arc<Self>, id: u64, how: Settle) {
         let mut state = self.lock();
         let Some(unacked) = state.unacked.remove(&id) else { return };
         if let Some(c) = state.consumers.iter_mut().find(|c| c.id == unacked.consumer) {
@@ -389,7 +354,7 @@ impl Queue {
                 tag: consumer.options.tag,
                 subscription_id: None,
                 enqueued_at: now,
-                ack: Some(QueueAck { queue: self.clone(), id }),
+                ack: Some(QueueAck::new(self.clone(), id)),
                 redelivered: waiting.redelivered,
             };
             match consumer.options.outbox.push_credited(delivery) {
@@ -402,6 +367,16 @@ impl Queue {
                 }
             }
         }
+    }
+}
+
+impl Settler for Queue {
+    fn settle(self: Arc<Self>, id: u64, how: Settle) {
+        self.settle_delivery(id, how);
+    }
+
+    fn name(&self) -> &str {
+        &self.name
     }
 }
 

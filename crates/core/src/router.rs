@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 use tolk_metrics::{DropReason, MemoryKind, Metrics, Protocol};
 
 use crate::budget::{MemoryBudget, message_cost};
+use crate::delivery::Delivery;
 use crate::message::{Message, QoS, SessionId};
-use crate::outbox::{Delivery, Outbox, OutboxLimits, OutboxReceiver, PushOutcome, outbox};
+use crate::outbox::{Outbox, OutboxLimits, OutboxReceiver, PushOutcome, outbox};
 use crate::queue::{Queue, QueueOptions, QueuePush};
 use crate::retained::{RetainOutcome, RetainedLimits, RetainedStore};
 use crate::topic::{self, TopicError, TopicLimits};
