@@ -16,17 +16,36 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::time::{sleep_until, timeout};
 use tolk_core::hold::{self, Held, HeldInput};
-use tolk_core::listener::{Connection, linger};
+use tolk_core::listener::{Connection, ConnectionHandler, linger};
 use tolk_core::{CloseReason, Protocol, frontend::record_delivery};
 use tracing::debug;
 
-use crate::frontend::StompHandler;
+use crate::auth::Authenticator;
+use crate::config::StompConfig;
 use crate::session::{Now, StompSession, Written};
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 8 * 1024;
 /// Deliveries taken from the outbox per wake-up, so one flush covers a burst.
 const BATCH: usize = 64;
+
+/// What every connection shares: configuration and the authentication hook.
+pub(crate) struct StompHandler {
+    /// The `[stomp]` settings.
+    pub config: Arc<StompConfig>,
+    /// CONNECT credentials go through this.
+    pub auth: Arc<dyn Authenticator>,
+}
+
+impl ConnectionHandler for StompHandler {
+    fn protocol(&self) -> Protocol {
+        Protocol::Stomp
+    }
+
+    fn handle(self: Arc<Self>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
+        run(self, connection)
+    }
+}
 
 /// Runs one STOMP connection to its end.
 pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> CloseReason {

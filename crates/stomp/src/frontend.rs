@@ -1,16 +1,13 @@
-//! [`StompFrontEnd`]: the STOMP listener as the broker sees it (a [`FrontEnd`]), and the
-//! [`ConnectionHandler`] the shared TCP accept loop runs for each connection.
+//! [`StompFrontEnd`]: the STOMP listener as the broker sees it (a [`FrontEnd`]).
 
-use std::future::Future;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
-use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, bind_tcp, spawn_tcp};
-use tolk_core::{CloseReason, Protocol};
+use tolk_core::listener::{ConnectionLimits, bind_tcp, spawn_tcp};
 
 use crate::auth::{AllowAll, Authenticator};
 use crate::config::StompConfig;
-use crate::connection;
+use crate::connection::StompHandler;
 
 /// The STOMP front end: `StompFrontEnd::new(config)` and hand it to the broker.
 pub struct StompFrontEnd {
@@ -59,23 +56,5 @@ impl FrontEnd for StompFrontEnd {
             tracing::info!(%addr, "STOMP listening");
             Ok(vec![addr])
         })
-    }
-}
-
-/// What every connection shares: configuration and the authentication hook.
-pub(crate) struct StompHandler {
-    /// The `[stomp]` settings.
-    pub config: Arc<StompConfig>,
-    /// CONNECT credentials go through this.
-    pub auth: Arc<dyn Authenticator>,
-}
-
-impl ConnectionHandler for StompHandler {
-    fn protocol(&self) -> Protocol {
-        Protocol::Stomp
-    }
-
-    fn handle(self: Arc<Self>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
-        connection::run(self, connection)
     }
 }
