@@ -205,6 +205,9 @@ impl Config {
         if self.stomp.enabled {
             front_ends.push(Box::new(tolk_stomp::StompFrontEnd::new(self.stomp.clone())));
         }
+        if self.http.enabled && self.wsn.enabled {
+            front_ends.push(Box::new(tolk_wsn::WsnFrontEnd::new(self.wsn.clone())));
+        }
         front_ends
     }
 }

@@ -89,16 +89,22 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let router = Router::new(config.core.clone(), metrics.clone());
     let ctx = FrontEndContext::new(router, config.data_dir.clone());
 
+    // Every front end starts; those served on the HTTP port hand back their routes, and the
+    // HTTP server binds last, with all of them, and tells the front ends where it is.
+    let mut app = http::routes(metrics.clone());
     for front_end in config.front_ends() {
         let name = front_end.name();
-        let bound = front_end.start(ctx.clone()).await?;
-        info!(listener = name, addresses = ?bound, "listening");
+        let started = front_end.start(ctx.clone()).await?;
+        if !started.addrs.is_empty() {
+            info!(listener = name, addresses = ?started.addrs, "listening");
+        }
+        if let Some(routes) = started.routes {
+            app = app.merge(routes);
+        }
     }
     if config.http.enabled {
-        let wsn = tolk_wsn::WsnFrontEnd::new(config.wsn.clone());
-        let app = http::routes(metrics.clone()).merge(wsn.routes(ctx.clone()));
         let addr = http::serve(&config.http, app, metrics.clone(), ctx.shutdown.clone(), &ctx.tracker).await?;
-        wsn.listening_on(addr);
+        let _ = ctx.http_addr.set(addr);
         info!(listener = "http", address = %addr, "listening");
     }
     info!(version = env!("CARGO_PKG_VERSION"), "tolk ready");

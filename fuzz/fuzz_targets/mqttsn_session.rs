@@ -62,7 +62,7 @@ fuzz_target!(|data: &[u8]| {
         let ctx = FrontEndContext::new(router(), dir);
         let config =
             MqttSnConfig { bind: "127.0.0.1:0".parse().unwrap(), receive_buffer_bytes: 0, ..MqttSnConfig::default() };
-        let addrs = Box::new(MqttSnFrontEnd::new(config)).start(ctx.clone()).await.expect("gateway starts");
+        let addrs = Box::new(MqttSnFrontEnd::new(config)).start(ctx.clone()).await.expect("gateway starts").addrs;
         let gateway = addrs[0];
 
         let mut clients = Vec::new();

@@ -30,7 +30,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, Uri, header};
 use http_body_util::BodyExt;
 use libfuzzer_sys::fuzz_target;
-use tolk_core::frontend::FrontEndContext;
+use tolk_core::frontend::{FrontEnd, FrontEndContext};
 use tolk_fuzz::{data_dir, router, runtime, stop, within};
 use tolk_wsn::{PullPointConfig, PushConfig, WsnConfig, WsnFrontEnd};
 use tower::ServiceExt;
@@ -138,7 +138,8 @@ fuzz_target!(|data: &[u8]| {
     let base = format!("http://{sink_authority}");
     runtime().block_on(async {
         let ctx = FrontEndContext::new(router(), data_dir());
-        let app = WsnFrontEnd::new(config(&base)).routes(ctx.clone());
+        let started = Box::new(WsnFrontEnd::new(config(&base))).start(ctx.clone()).await.expect("WS-N starts");
+        let app = started.routes.expect("WS-N serves routes");
         let mut subscriptions: Vec<String> = Vec::new();
         let mut pull_points: Vec<String> = Vec::new();
 

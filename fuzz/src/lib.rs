@@ -121,7 +121,7 @@ pub fn run_tcp_session(protocol: Protocol, front_end: Box<dyn FrontEnd>, input: 
     runtime().block_on(async {
         let router = router();
         let ctx = FrontEndContext::new(router.clone(), data_dir());
-        let addrs = front_end.start(ctx.clone()).await.expect("front end starts");
+        let addrs = front_end.start(ctx.clone()).await.expect("front end starts").addrs;
         let addr: SocketAddr = addrs[0];
 
         within("client connection", client(addr, input)).await;

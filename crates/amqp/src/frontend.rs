@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started, Transport};
 use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, bind_tcp, spawn_tcp};
 use tolk_core::{CloseReason, Protocol};
 
@@ -52,7 +52,7 @@ impl FrontEnd for AmqpFrontEnd {
     fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture {
         Box::pin(async move {
             if !self.config.enabled {
-                return Ok(Vec::new());
+                return Ok(Started::default());
             }
             let listener = bind_tcp("amqp", self.config.bind).await?;
             let addr = listener.local_addr()?;
@@ -62,7 +62,7 @@ impl FrontEnd for AmqpFrontEnd {
             };
             let shared = Arc::new(Shared::new(self.config, ctx.router.clone()));
             spawn_tcp(listener, Arc::new(Handler { shared }), limits, &ctx);
-            Ok(vec![addr])
+            Ok(Started::listening(vec![addr]))
         })
     }
 }

@@ -7,6 +7,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
@@ -27,13 +28,22 @@ pub struct FrontEndContext {
     pub tracker: TaskTracker,
     /// Where front ends keep state that must survive a restart (e.g. MQTT-SN topic ids).
     pub data_dir: PathBuf,
+    /// The broker's HTTP address, set once the HTTP server is bound (port 0 resolved): a front
+    /// end that must recognise the broker itself (WS-N refusing itself as a consumer) reads it.
+    pub http_addr: Arc<OnceLock<SocketAddr>>,
 }
 
 impl FrontEndContext {
     /// A context with fresh shutdown token and task tracker (the broker makes one at start;
     /// tests make their own).
     pub fn new(router: Router, data_dir: PathBuf) -> Self {
-        FrontEndContext { router, shutdown: CancellationToken::new(), tracker: TaskTracker::new(), data_dir }
+        FrontEndContext {
+            router,
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            data_dir,
+            http_addr: Arc::default(),
+        }
     }
 }
 
@@ -58,8 +68,25 @@ pub struct Listen {
     pub addr: SocketAddr,
 }
 
+/// What a started front end serves.
+#[derive(Debug, Default)]
+pub struct Started {
+    /// The addresses it bound (port 0 resolved), for logs and for tests that asked for port 0.
+    pub addrs: Vec<SocketAddr>,
+    /// Routes it serves on the broker's HTTP port (WS-Notification's endpoint), merged into the
+    /// one HTTP app; the broker binds that port once every front end has started.
+    pub routes: Option<axum::Router>,
+}
+
+impl Started {
+    /// A front end listening on its own sockets only.
+    pub fn listening(addrs: Vec<SocketAddr>) -> Self {
+        Started { addrs, routes: None }
+    }
+}
+
 /// Future returned by [`FrontEnd::start`].
-pub type StartFuture = Pin<Box<dyn Future<Output = io::Result<Vec<SocketAddr>>> + Send>>;
+pub type StartFuture = Pin<Box<dyn Future<Output = io::Result<Started>> + Send>>;
 
 /// A protocol front end.
 pub trait FrontEnd: Send {
@@ -70,8 +97,8 @@ pub trait FrontEnd: Send {
     fn listens(&self) -> Vec<Listen>;
 
     /// Binds its sockets, spawns its tasks on `ctx.tracker` and returns the bound addresses
-    /// (so that tests can ask for port 0). Returns once listening: that is the broker's
-    /// readiness signal.
+    /// (so that tests can ask for port 0) and the routes it serves on the HTTP port. Returns
+    /// once listening: that is the broker's readiness signal.
     fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture;
 }
 

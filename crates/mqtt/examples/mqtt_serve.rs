@@ -15,7 +15,7 @@ async fn main() -> std::io::Result<()> {
     let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
     let ctx = FrontEndContext::new(router, std::env::temp_dir());
     let config = MqttConfig { bind, ..MqttConfig::default() };
-    let addrs = Box::new(MqttFrontEnd::new(config)).start(ctx.clone()).await?;
+    let addrs = Box::new(MqttFrontEnd::new(config)).start(ctx.clone()).await?.addrs;
     println!("tolk ready on {addrs:?}");
     tokio::signal::ctrl_c().await?;
     ctx.shutdown.cancel();

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started, Transport};
 use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, bind_tcp, spawn_tcp};
 use tolk_core::{CloseReason, Protocol};
 
@@ -52,7 +52,7 @@ impl FrontEnd for MqttFrontEnd {
     fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture {
         Box::pin(async move {
             if !self.config.enabled {
-                return Ok(Vec::new());
+                return Ok(Started::default());
             }
             let listener = bind_tcp("mqtt", self.config.bind).await?;
             let addr = listener.local_addr()?;
@@ -67,7 +67,7 @@ impl FrontEnd for MqttFrontEnd {
             let shared = Arc::new(Shared { config: Arc::new(self.config), registry });
             spawn_tcp(listener, Arc::new(Handler(shared)), limits, &ctx);
             tracing::info!(%addr, "MQTT 3.1.1/5.0 listening");
-            Ok(vec![addr])
+            Ok(Started::listening(vec![addr]))
         })
     }
 }

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started, Transport};
 use tracing::{Instrument, info, info_span};
 
 use crate::config::MqttSnConfig;
@@ -53,7 +53,7 @@ impl FrontEnd for MqttSnFrontEnd {
         Box::pin(async move {
             let MqttSnFrontEnd { config, stats } = *self;
             if !config.enabled {
-                return Ok(Vec::new());
+                return Ok(Started::default());
             }
             config.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
             std::fs::create_dir_all(&ctx.data_dir).map_err(|e| {
@@ -102,7 +102,7 @@ impl FrontEnd for MqttSnFrontEnd {
             );
             ctx.tracker.spawn(endpoint.run().instrument(info_span!("mqttsn", %local)));
             info!(%local, "MQTT-SN gateway listening (udp)");
-            Ok(vec![local])
+            Ok(Started::listening(vec![local]))
         })
     }
 }

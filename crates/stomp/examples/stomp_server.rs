@@ -17,7 +17,7 @@ async fn main() -> std::io::Result<()> {
     };
     let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
     let ctx = FrontEndContext::new(router, std::env::temp_dir());
-    let addrs = Box::new(StompFrontEnd::new(config)).start(ctx.clone()).await?;
+    let addrs = Box::new(StompFrontEnd::new(config)).start(ctx.clone()).await?.addrs;
     println!("STOMP listening on {}", addrs[0]);
     tokio::signal::ctrl_c().await?;
     ctx.shutdown.cancel();

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Transport};
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started, Transport};
 use tolk_core::listener::{ConnectionLimits, bind_tcp, spawn_tcp};
 
 use crate::auth::{AllowAll, Authenticator};
@@ -43,7 +43,7 @@ impl FrontEnd for StompFrontEnd {
     fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture {
         Box::pin(async move {
             if !self.config.enabled {
-                return Ok(Vec::new());
+                return Ok(Started::default());
             }
             let listener = bind_tcp("stomp", self.config.bind).await?;
             let addr = listener.local_addr()?;
@@ -54,7 +54,7 @@ impl FrontEnd for StompFrontEnd {
             let handler = Arc::new(StompHandler { config: Arc::new(self.config), auth: self.auth });
             spawn_tcp(listener, handler, limits, &ctx);
             tracing::info!(%addr, "STOMP listening");
-            Ok(vec![addr])
+            Ok(Started::listening(vec![addr]))
         })
     }
 }

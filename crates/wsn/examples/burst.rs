@@ -21,7 +21,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
-use tolk_core::frontend::FrontEndContext;
+use tolk_core::frontend::{FrontEnd, FrontEndContext};
 use tolk_core::{Metrics, Router, RouterConfig};
 use tolk_wsn::{WsnConfig, WsnFrontEnd};
 
@@ -46,11 +46,11 @@ async fn main() {
 
     let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
     let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
-    let front_end = WsnFrontEnd::new(WsnConfig::default());
-    let app = front_end.routes(ctx.clone());
+    let started = Box::new(WsnFrontEnd::new(WsnConfig::default())).start(ctx.clone()).await.unwrap();
+    let app = started.routes.expect("WS-N serves routes");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let broker = listener.local_addr().unwrap();
-    front_end.listening_on(broker);
+    ctx.http_addr.set(broker).unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let (tx, mut rx) = mpsc::unbounded_channel();

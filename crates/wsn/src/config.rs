@@ -224,45 +224,6 @@ impl WsnConfig {
         Ok(())
     }
 
-    /// This configuration with every setting [`WsnConfig::validate`] refuses replaced by its
-    /// default, for callers that cannot fail.
-    pub fn sanitized(&self) -> WsnConfig {
-        let defaults = WsnConfig::default();
-        let mut c = self.clone();
-        let alone = |changed: WsnConfig| changed.validate().is_ok();
-        if !alone(WsnConfig { path: c.path.clone(), ..defaults.clone() }) {
-            c.path = defaults.path.clone();
-        }
-        if !alone(WsnConfig { public_base_url: c.public_base_url.clone(), ..defaults.clone() }) {
-            c.public_base_url = None;
-        }
-        let fix = |v: &mut usize, d: usize| {
-            if *v == 0 {
-                *v = d;
-            }
-        };
-        fix(&mut c.max_body_bytes, defaults.max_body_bytes);
-        fix(&mut c.max_concurrent_requests, defaults.max_concurrent_requests);
-        fix(&mut c.max_filters_per_subscription, defaults.max_filters_per_subscription);
-        fix(&mut c.push.queue_per_consumer, defaults.push.queue_per_consumer);
-        fix(&mut c.push.max_messages_per_notify, defaults.push.max_messages_per_notify);
-        fix(&mut c.push.max_concurrent_per_consumer, defaults.push.max_concurrent_per_consumer);
-        fix(&mut c.pull_point.max_messages, defaults.pull_point.max_messages);
-        fix(&mut c.pull_point.max_bytes, defaults.pull_point.max_bytes);
-        fix(&mut c.pull_point.total_max_bytes, defaults.pull_point.total_max_bytes);
-        let allowed = c.push.consumer_allow.len();
-        c.push.consumer_allow.retain(|entry| AllowEntry::parse(entry).is_ok());
-        if allowed > 0 && c.push.consumer_allow.is_empty() {
-            // Fail closed: a list of nothing but invalid entries still restricts. RFC 6761
-            // reserves the name "invalid" and guarantees it never resolves.
-            c.push.consumer_allow.push("invalid".to_owned());
-        }
-        if c.expiry_check_interval.is_zero() {
-            c.expiry_check_interval = defaults.expiry_check_interval;
-        }
-        c
-    }
-
     /// The endpoint path without a trailing `/` (empty when the endpoint is at the root), so
     /// that sub-paths can be appended.
     pub(crate) fn base_path(&self) -> String {
@@ -296,16 +257,11 @@ mod tests {
         let zero =
             WsnConfig { push: PushConfig { queue_per_consumer: 0, ..PushConfig::default() }, ..WsnConfig::default() };
         assert!(zero.validate().unwrap_err().contains("queue_per_consumer"));
-        assert_eq!(zero.sanitized().validate(), Ok(()));
-        assert_eq!(bad_path.sanitized().path, "/wsn");
         let push = |allow: &[&str]| PushConfig {
             consumer_allow: allow.iter().map(|s| (*s).to_owned()).collect(),
             ..PushConfig::default()
         };
         let bad_allow = WsnConfig { push: push(&["10.0.0.0/8", "10.0.0.0/33"]), ..WsnConfig::default() };
         assert!(bad_allow.validate().unwrap_err().contains("consumer_allow"));
-        assert_eq!(bad_allow.sanitized().push.consumer_allow, ["10.0.0.0/8"]);
-        let only_bad = WsnConfig { push: push(&["not a host"]), ..WsnConfig::default() };
-        assert_eq!(only_bad.sanitized().push.consumer_allow, ["invalid"], "still restricts");
     }
 }

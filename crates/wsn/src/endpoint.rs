@@ -9,8 +9,7 @@
 //! either. Push delivery runs in its own tasks ([`crate::push`]).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -90,11 +89,13 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    /// The endpoint of the HTTP server bound to `http_addr` (set once it listens).
-    pub(crate) fn new(config: WsnConfig, ctx: &FrontEndContext, http_addr: Arc<OnceLock<SocketAddr>>) -> Self {
+    /// The endpoint of the broker's HTTP server (whose address `ctx.http_addr` holds once it
+    /// listens).
+    pub(crate) fn new(config: WsnConfig, ctx: &FrontEndContext) -> Self {
         let limits = Limits { max_document_bytes: config.max_body_bytes, ..Limits::default() };
         let push = &config.push;
-        let consumer_policy = Arc::new(ConsumerPolicy::new(&push.consumer_allow, http_addr, push.request_timeout));
+        let consumer_policy =
+            Arc::new(ConsumerPolicy::new(&push.consumer_allow, ctx.http_addr.clone(), push.request_timeout));
         let ids = IdSource::new();
         Endpoint {
             base_path: config.base_path(),

@@ -41,7 +41,7 @@ impl Broker {
         let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
         let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
         let config = AmqpConfig { bind: "127.0.0.1:0".parse().unwrap(), ..config };
-        let addrs = Box::new(AmqpFrontEnd::new(config)).start(ctx.clone()).await.expect("start");
+        let addrs = Box::new(AmqpFrontEnd::new(config)).start(ctx.clone()).await.expect("start").addrs;
         Broker { ctx, addr: addrs[0], router }
     }
 

@@ -36,7 +36,7 @@ pub async fn start(config: MqttConfig) -> Broker {
 pub async fn start_with(config: MqttConfig, router_config: RouterConfig) -> Broker {
     let router = Router::new(router_config, Arc::new(Metrics::new()));
     let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
-    let addrs = Box::new(MqttFrontEnd::new(config)).start(ctx.clone()).await.expect("start");
+    let addrs = Box::new(MqttFrontEnd::new(config)).start(ctx.clone()).await.expect("start").addrs;
     Broker { port: addrs[0].port(), ctx, router }
 }
 

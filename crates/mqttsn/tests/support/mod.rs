@@ -55,7 +55,7 @@ pub async fn start_with_router(dir: TempDir, config: MqttSnConfig, router_config
     let ctx = FrontEndContext::new(router.clone(), dir.path().to_path_buf());
     let front_end = MqttSnFrontEnd::new(config);
     let stats = front_end.stats();
-    let addrs = Box::new(front_end).start(ctx.clone()).await.expect("gateway starts");
+    let addrs = Box::new(front_end).start(ctx.clone()).await.expect("gateway starts").addrs;
     Gateway { router, ctx, addr: addrs[0], stats, dir }
 }
 

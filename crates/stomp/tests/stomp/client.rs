@@ -44,7 +44,8 @@ impl Broker {
     pub async fn start_with(config: StompConfig, router_config: RouterConfig) -> Broker {
         let router = Router::new(router_config, Arc::new(Metrics::new()));
         let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
-        let addrs = Box::new(StompFrontEnd::new(config)).start(ctx.clone()).await.expect("STOMP front end starts");
+        let addrs =
+            Box::new(StompFrontEnd::new(config)).start(ctx.clone()).await.expect("STOMP front end starts").addrs;
         Broker { addr: addrs[0], router, ctx }
     }
 

@@ -21,7 +21,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tolk_core::frontend::FrontEndContext;
+use tolk_core::frontend::{FrontEnd, FrontEndContext};
 use tolk_core::{Message, Metrics, Origin, Protocol, Router, RouterConfig, Session};
 use tolk_wsn::{PullPointConfig, PushConfig, WsnConfig, WsnFrontEnd};
 
@@ -64,11 +64,11 @@ impl Broker {
     pub async fn start(config: WsnConfig) -> Broker {
         let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
         let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
-        let front_end = WsnFrontEnd::new(config);
-        let app = front_end.routes(ctx.clone());
+        let started = Box::new(WsnFrontEnd::new(config)).start(ctx.clone()).await.expect("WS-N starts");
+        let app = started.routes.expect("WS-N serves routes");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        front_end.listening_on(addr);
+        ctx.http_addr.set(addr).unwrap();
         let shutdown = ctx.shutdown.clone();
         ctx.tracker.spawn(async move {
             axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await.unwrap();
