@@ -283,7 +283,7 @@ mod amqp {
     use amq_protocol::protocol::basic::{self, AMQPMethod};
     use amq_protocol::protocol::{AMQPClass, BasicProperties};
     use amq_protocol::types::{AMQPValue, FieldTable, LongString};
-    use tolk_amqp::frame::{Encoder, Frame, decode};
+    use amqp_codec::{Encoder, Frame, decode};
     use tolk_amqp::topic_key::topic_to_routing_key;
 
     use super::*;

@@ -23,17 +23,17 @@ use std::time::{Duration, Instant, SystemTime};
 
 use amq_protocol::protocol::{AMQPClass, BasicProperties, basic};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString, ShortString};
+use amqp_codec::{Encoder as AmqpEncoder, Frame as AmqpFrame};
 use bytes::{Bytes, BytesMut};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use mqtt_codec::{PacketCodec, Version as MqttVersion};
 use mqttsn_codec::{Message as SnMessage, PublishTopic, QoS as SnQoS};
 use rmqtt_codec::types::{Publish, QoS as WireQoS};
 use rmqtt_codec::v5::{Packet, PublishProperties};
-use tolk_amqp::frame::{Encoder as AmqpEncoder, Frame as AmqpFrame};
 use tolk_amqp::topic_key::{routing_key_to_topic, topic_to_routing_key};
 use tolk_benches::HOT_TOPIC;
 use tolk_benches::translation_fixtures::{CLIENT_ID, CONTENT_TYPE, PAYLOAD, USER_PROPERTY, sample_message};
 use tolk_core::{Delivery, Message, Origin, Protocol, QoS, SessionId};
-use tolk_mqtt::codec::{PacketCodec, Version as MqttVersion};
 use tolk_mqttsn::translate::{OutboundTopic, PredefinedTopics, SubscriptionForm, TopicRegistry};
 use tolk_stomp::translate::{Envelope, SendTarget};
 use wsn_xml::{
@@ -267,7 +267,7 @@ impl Amqp {
     }
 
     fn decode_content(wire: &mut BytesMut) -> Content {
-        let mut next = || tolk_amqp::frame::decode(wire, AMQP_FRAME_MAX).expect("AMQP frame decodes");
+        let mut next = || amqp_codec::decode(wire, AMQP_FRAME_MAX).expect("AMQP frame decodes");
         let (Some(AmqpFrame::Method(_, method)), Some(AmqpFrame::Header(_, header)), Some(AmqpFrame::Body(_, body))) =
             (next(), next(), next())
         else {

@@ -1,4 +1,4 @@
-//! `tolk_amqp::frame` (the AMQP 0-9-1 framing checks in front of `amq-protocol`) on arbitrary
+//! `amqp-codec` (the AMQP 0-9-1 framing checks in front of `amq-protocol`) on arbitrary
 //! bytes.
 //!
 //! Input: one mode byte, one split byte (see `tolk_fuzz::chunks`), then the stream. Mode bit 0
@@ -14,7 +14,7 @@
 use amq_protocol::frame::{AMQPFrame, WriteContext, gen_frame};
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use tolk_amqp::frame::{Encoder, FRAME_MIN_SIZE, Frame, FrameError, check_protocol_header, decode};
+use amqp_codec::{Encoder, FRAME_MIN_SIZE, Frame, FrameError, check_protocol_header, decode};
 
 /// Feeds `wire` in `chunks`; stops at the first error.
 fn decode_all(header_first: bool, frame_max: u32, wire: &[u8], chunks: &[usize]) -> (Vec<Frame>, Option<FrameError>) {

@@ -1,4 +1,4 @@
-//! `tolk_mqtt::codec` (the framing and `rmqtt-codec` wrapper the MQTT front end uses) on
+//! `mqtt_codec` (the framing and `rmqtt-codec` wrapper the MQTT front end uses) on
 //! arbitrary bytes, in MQTT 3.1.1 and 5.0.
 //!
 //! Input: one mode byte, one split byte (see `tolk_fuzz::chunks`), then the stream. Mode bit 0
@@ -13,7 +13,7 @@
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use tolk_mqtt::codec::{Packet, PacketCodec, Version, peek_version};
+use mqtt_codec::{Packet, PacketCodec, Version, peek_version};
 
 /// Largest packet the round trip accepts: more than any input can hold.
 const BIG: u32 = 1 << 24;

@@ -97,7 +97,7 @@ impl AmqpConfig {
     /// `frame_max_bytes` raised to the protocol minimum, so a bad setting cannot make every
     /// client fail.
     pub fn frame_max(&self) -> u32 {
-        self.frame_max_bytes.max(crate::frame::FRAME_MIN_SIZE)
+        self.frame_max_bytes.max(amqp_codec::FRAME_MIN_SIZE)
     }
 
     /// `channel_max` with 0 ("no limit" on the wire) replaced by the largest channel number.

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use amqp_codec::FrameError;
 use tolk_core::CloseReason;
 
 /// AMQP reply codes used by this front end (AMQP 0-9-1 §1.2, constants with `soft-error` or
@@ -217,6 +218,29 @@ pub fn truncate_utf8(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+impl From<&FrameError> for AmqpError {
+    /// The connection exception the spec prescribes for this framing failure.
+    fn from(error: &FrameError) -> Self {
+        match error {
+            FrameError::TooLarge { .. } => AmqpError::frame_error(error).limit(),
+            FrameError::UnknownType { .. }
+            | FrameError::BadFrameEnd { .. }
+            | FrameError::BadHeartbeat { .. }
+            | FrameError::ShortMethod { .. }
+            | FrameError::BadProtocolHeader(_) => AmqpError::frame_error(error),
+            FrameError::UnknownMethod { class_id, method_id, .. } => {
+                AmqpError::not_implemented(error).during(*class_id, *method_id)
+            }
+            FrameError::MalformedMethod { class_id, method_id, .. } => {
+                AmqpError::syntax_error(error).during(*class_id, *method_id)
+            }
+            FrameError::MalformedHeader { .. } => AmqpError::syntax_error(error),
+            FrameError::TooDeep { .. } => AmqpError::syntax_error(error).limit(),
+            FrameError::PrefetchSize(_) => AmqpError::not_implemented(error).during(60, 10),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +252,7 @@ mod tests {
         assert_eq!((e.code, e.scope), (404, Scope::Channel));
         assert_eq!(AmqpError::not_implemented("tx").scope, Scope::Connection);
         assert_eq!(AmqpError::frame_error("x").limit().close_reason, CloseReason::LimitExceeded);
+        assert_eq!(AmqpError::from(&FrameError::PrefetchSize(1)).code, 540, "basic.qos prefetch-size: 540");
         let e = AmqpError::precondition_failed("x").during(60, 80).during(1, 1);
         assert_eq!((e.class_id, e.method_id), (60, 80));
     }

@@ -21,7 +21,6 @@ pub mod context;
 pub mod error;
 pub mod exchange;
 mod exchange_class;
-pub mod frame;
 pub mod frontend;
 mod output;
 mod queue;

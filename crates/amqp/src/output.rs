@@ -8,7 +8,7 @@ use amq_protocol::protocol::AMQPClass;
 use tolk_core::{Delivery, Metrics, Protocol};
 use tracing::warn;
 
-use crate::frame::{EncodeError, Encoder};
+use amqp_codec::{EncodeError, Encoder};
 
 /// Encoded frames waiting for the socket, and the deliveries among them whose latency is
 /// recorded once their bytes are written.

@@ -22,9 +22,9 @@ use tracing::{debug, info};
 use crate::channel::Channel;
 use crate::context::{Credentials, Ctx, Shared, authenticate};
 use crate::error::{AmqpError, Scope, code};
-use crate::frame::{self, FRAME_MIN_SIZE, Frame, PROTOCOL_HEADER};
 use crate::output::Output;
 use crate::{basic, channel, exchange_class, queue};
+use amqp_codec::{FRAME_MIN_SIZE, Frame, PROTOCOL_HEADER};
 
 /// How long the broker waits for `connection.close-ok` after sending `connection.close`.
 const CLOSE_OK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -280,7 +280,7 @@ impl AmqpSession {
                     buf.clear();
                     return;
                 }
-                Phase::ProtocolHeader => match frame::check_protocol_header(buf) {
+                Phase::ProtocolHeader => match amqp_codec::check_protocol_header(buf) {
                     Ok(false) => return,
                     Ok(true) => {
                         self.out.method(0, start_method());
@@ -297,7 +297,7 @@ impl AmqpSession {
                 // waits until the connection loop has relieved the congestion.
                 _ if self.ctx.core.is_congesting() => return,
                 phase => {
-                    let frame = match frame::decode(buf, self.ctx.frame_max) {
+                    let frame = match amqp_codec::decode(buf, self.ctx.frame_max) {
                         Ok(Some(frame)) => frame,
                         Ok(None) => return,
                         Err(e) => {
@@ -308,7 +308,7 @@ impl AmqpSession {
                             }
                             // Framing is lost: nothing after this can be read, so send the
                             // reason and close without waiting for close-ok.
-                            let error = e.to_amqp();
+                            let error = AmqpError::from(&e);
                             let reason = error.close_reason;
                             self.connection_error(error, now);
                             self.finish(reason);
@@ -679,7 +679,7 @@ pub fn parse_credentials(mechanism: &str, response: &[u8]) -> Result<Credentials
             (String::from_utf8_lossy(user).into_owned(), String::from_utf8_lossy(pass).into_owned())
         }
         "AMQPLAIN" => {
-            if !frame::field_table_depth_ok(response) {
+            if !amqp_codec::field_table_depth_ok(response) {
                 return Err("AMQPLAIN response nests tables too deeply".to_owned());
             }
             let mut table = (response.len() as u32).to_be_bytes().to_vec();
@@ -732,7 +732,7 @@ mod tests {
         let n = buf.len();
         s.advance_output(n, now);
         let mut frames = Vec::new();
-        while let Some(f) = frame::decode(&mut buf, 1 << 20).unwrap() {
+        while let Some(f) = amqp_codec::decode(&mut buf, 1 << 20).unwrap() {
             frames.push(f);
         }
         frames

@@ -8,10 +8,10 @@ use std::time::Duration;
 use amq_protocol::frame::{AMQPContentHeader, AMQPFrame};
 use amq_protocol::protocol::{AMQPClass, BasicProperties, basic, channel, connection, queue};
 use amq_protocol::types::{AMQPValue, FieldTable};
+use amqp_codec::{Frame, PROTOCOL_HEADER};
 use common::{Broker, Raw, encode, method, within};
 use lapin::options::QueueDeclareOptions;
 use tolk_amqp::AmqpConfig;
-use tolk_amqp::frame::{Frame, PROTOCOL_HEADER};
 
 fn open_channel(ch: u16) -> Vec<u8> {
     method(ch, AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {})))

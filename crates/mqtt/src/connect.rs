@@ -8,9 +8,9 @@ use std::time::Duration;
 use rmqtt_codec::v5::{Connect, ConnectAckReason};
 use tolk_core::topic;
 
-use crate::codec::Version;
 use crate::config::MqttConfig;
 use crate::will::Will;
+use mqtt_codec::Version;
 
 /// What the broker grants a client that may connect.
 #[derive(Debug)]

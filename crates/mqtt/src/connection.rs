@@ -17,13 +17,13 @@ use tolk_core::listener::{Connection, LINGER, linger};
 use tolk_core::{CloseReason, Protocol, Router};
 use tracing::{debug, info};
 
-use crate::codec::{CONNACK_UNACCEPTABLE_PROTOCOL, CodecError, Packet, PacketCodec, Version, peek_version};
 use crate::config::MqttConfig;
 use crate::connect::{Refusal, plan};
 use crate::registry::{Claim, ClaimError, Parked, Registry};
 use crate::session::{Close, Flow, MqttSession};
 use crate::state::SessionState;
 use crate::will::{Will, WillTiming};
+use mqtt_codec::{CONNACK_UNACCEPTABLE_PROTOCOL, CodecError, Packet, PacketCodec, Version, peek_version};
 
 /// Deliveries taken from the outbox per round at most (then written and flushed together).
 const BATCH: usize = 64;

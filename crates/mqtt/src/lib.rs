@@ -1,5 +1,5 @@
 //! tolk's MQTT 3.1.1 and 5.0 front end: a server session layer on tokio over the core router,
-//! with `rmqtt-codec` for the packets (see the crate README for why that codec).
+//! with the `mqtt-codec` crate (`codecs/mqtt`, on `rmqtt-codec`) for the packets.
 //!
 //! Both protocol levels share one port: the level is read from the first CONNECT. Sessions,
 //! QoS 1/2 flows, retained messages, wills, topic aliases and shared subscriptions are handled
@@ -10,9 +10,6 @@
 #![warn(missing_docs)]
 
 mod alias;
-/// Public so that the translation benchmarks (`benches/benches/translation.rs`) decode and encode
-/// with the codec the broker uses, and can name the [`codec::Version`] that `translate` takes.
-pub mod codec;
 mod config;
 mod connect;
 mod connection;

@@ -21,7 +21,6 @@ use tolk_core::{
 };
 
 use crate::alias::{InboundAliases, OutboundAliases, OutboundTopic};
-use crate::codec::{CodecError, Packet, PacketCodec, Version};
 use crate::config::MqttConfig;
 use crate::connect::ConnectPlan;
 use crate::inflight::Awaiting;
@@ -29,6 +28,7 @@ use crate::state::SessionState;
 use crate::subscriptions::{FilterKind, SubEntry, parse_filter};
 use crate::translate::{self, qos_in};
 use crate::will::Will;
+use mqtt_codec::{CodecError, Packet, PacketCodec, Version};
 
 /// Why the session must end its connection, and what to tell the client.
 #[derive(Debug, Clone, PartialEq, Eq)]

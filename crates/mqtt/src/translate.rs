@@ -21,7 +21,7 @@ use rmqtt_codec::types::{Publish, QoS as WireQoS};
 use rmqtt_codec::v5::{LastWill, PublishProperties};
 use tolk_core::{Delivery, Destination, Message, Origin, Properties, QoS};
 
-use crate::codec::Version;
+use mqtt_codec::Version;
 
 /// Wire QoS → core QoS.
 pub fn qos_in(qos: WireQoS) -> QoS {

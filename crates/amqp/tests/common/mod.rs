@@ -10,11 +10,11 @@ use std::time::Duration;
 use amq_protocol::frame::{AMQPFrame, WriteContext, gen_frame};
 use amq_protocol::protocol::{AMQPClass, connection};
 use amq_protocol::types::FieldTable;
+use amqp_codec::Frame;
 use bytes::BytesMut;
 use lapin::{Connection, ConnectionProperties};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tolk_amqp::frame::{self, Frame};
 use tolk_amqp::{AmqpConfig, AmqpFrontEnd};
 use tolk_core::frontend::{FrontEnd, FrontEndContext};
 use tolk_core::{Metrics, Router, RouterConfig};
@@ -83,7 +83,7 @@ impl Raw {
     /// Connects and completes the handshake with the given heartbeat.
     pub async fn open(addr: SocketAddr, heartbeat: u16) -> Raw {
         let mut raw = Raw::connect(addr).await;
-        raw.send(&frame::PROTOCOL_HEADER).await;
+        raw.send(&amqp_codec::PROTOCOL_HEADER).await;
         assert!(matches!(raw.method().await, AMQPClass::Connection(connection::AMQPMethod::Start(_))));
         raw.send(&method(
             0,
@@ -124,7 +124,7 @@ impl Raw {
     pub async fn frame(&mut self) -> Option<Frame> {
         within(async {
             loop {
-                if let Some(f) = frame::decode(&mut self.buf, 1 << 20).expect("broker sent a bad frame") {
+                if let Some(f) = amqp_codec::decode(&mut self.buf, 1 << 20).expect("broker sent a bad frame") {
                     return Some(f);
                 }
                 match self.stream.read_buf(&mut self.buf).await {

@@ -1,5 +1,5 @@
 //! Decode/encode timing of the three MQTT codec candidates on the same wire bytes (the figures
-//! in the README came from this). Run: `cargo run --release -p tolk-mqtt --example codec_speed`.
+//! in the README came from this). Run: `cargo run --release -p mqtt-codec --example codec_speed`.
 //! A PUBLISH of 64 bytes on a 38-byte topic, QoS 1; the MQTT 5 one also carries content type,
 //! response topic, correlation data, message expiry, a payload format indicator and a user
 //! property. Encoding builds the packet from `&str` + `Bytes` each time, as a server does per

@@ -1,6 +1,6 @@
 //! AMQP 0-9-1 framing (spec §2.3.5, §4.2.3): the sans-IO decoder and encoder between bytes and
 //! frames. Method arguments and content-header properties are parsed and written by
-//! `amq-protocol`; this module owns what a server must check before trusting that parser:
+//! `amq-protocol`; this crate owns what a server must check before trusting that parser:
 //! the frame type, the size against the negotiated `frame_max` (checked from the 7-byte header,
 //! before the payload is buffered), the `0xCE` end octet, and the nesting depth of field tables
 //! (amq-protocol's table parser is recursive: a 30 KB frame of nested tables overflows a 2 MB
@@ -13,8 +13,6 @@ use amq_protocol::frame::{AMQPContentHeader, AMQPFrame, WriteContext, gen_frame}
 use amq_protocol::protocol::{AMQPClass, BasicProperties, parse_class};
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
-
-use crate::error::AmqpError;
 
 /// The protocol header a 0-9-1 client sends first, and the one a server answers a mismatch with
 /// (spec §4.2.2).
@@ -135,29 +133,6 @@ pub enum FrameError {
     /// amq-protocol drops the field, so it is checked here on the raw bytes.
     #[error("basic.qos prefetch_size {0} is not supported (only prefetch_count)")]
     PrefetchSize(u32),
-}
-
-impl FrameError {
-    /// The connection exception the spec prescribes for this framing failure.
-    pub fn to_amqp(&self) -> AmqpError {
-        match self {
-            FrameError::TooLarge { .. } => AmqpError::frame_error(self).limit(),
-            FrameError::UnknownType { .. }
-            | FrameError::BadFrameEnd { .. }
-            | FrameError::BadHeartbeat { .. }
-            | FrameError::ShortMethod { .. }
-            | FrameError::BadProtocolHeader(_) => AmqpError::frame_error(self),
-            FrameError::UnknownMethod { class_id, method_id, .. } => {
-                AmqpError::not_implemented(self).during(*class_id, *method_id)
-            }
-            FrameError::MalformedMethod { class_id, method_id, .. } => {
-                AmqpError::syntax_error(self).during(*class_id, *method_id)
-            }
-            FrameError::MalformedHeader { .. } => AmqpError::syntax_error(self),
-            FrameError::TooDeep { .. } => AmqpError::syntax_error(self).limit(),
-            FrameError::PrefetchSize(_) => AmqpError::not_implemented(self).during(60, 10),
-        }
-    }
 }
 
 /// Checks the protocol header as it arrives. Returns `Ok(false)` while more bytes are needed,
@@ -539,7 +514,6 @@ mod tests {
         // basic.qos with prefetch_size 1.
         let mut b = BytesMut::from(&[1u8, 0, 1, 0, 0, 0, 11, 0, 60, 0, 10, 0, 0, 0, 1, 0, 0, 0, 0xCE][..]);
         assert_eq!(decode(&mut b, MAX), Err(FrameError::PrefetchSize(1)));
-        assert_eq!(FrameError::PrefetchSize(1).to_amqp().code, 540);
     }
 
     #[test]
