@@ -29,11 +29,11 @@ const FINAL_FLUSH: Duration = Duration::from_secs(2);
 
 /// Runs one accepted connection to its end.
 pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
-    let Connection { mut stream, shutdown, router, .. } = connection;
+    let Connection { mut stream, peer, shutdown, router } = connection;
     let core = router.open_session(Protocol::Amqp);
     let mut deletions = shared.registry.queue_deletions();
     let mut deletions_open = true;
-    let mut session = AmqpSession::new(shared, core, Instant::now());
+    let mut session = AmqpSession::new(shared, core, peer, Instant::now());
     let (reader, mut writer) = stream.split();
     // Empty until bytes arrive, and released once they are all handled: an idle connection
     // holds no read buffer.

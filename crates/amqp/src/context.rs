@@ -4,10 +4,11 @@
 //! dispatcher back.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tolk_core::auth::Authenticator;
 use tolk_core::{Metrics, Queue, Router, Session};
-use tracing::debug;
 
 use crate::config::AmqpConfig;
 use crate::exchange::ExchangeRegistry;
@@ -20,32 +21,27 @@ pub struct Shared {
     pub registry: ExchangeRegistry,
     /// The core.
     pub router: Router,
+    /// The broker's authenticator.
+    pub auth: Arc<dyn Authenticator>,
 }
 
 impl Shared {
-    /// Shared state for a front end with `config` over `router`.
-    pub fn new(config: AmqpConfig, router: Router) -> Self {
+    /// Shared state for a front end with `config` over `router`, logins checked by `auth`.
+    pub fn new(config: AmqpConfig, router: Router, auth: Arc<dyn Authenticator>) -> Self {
         let registry = ExchangeRegistry::new(config.max_exchanges, config.max_bindings_per_exchange);
-        Shared { config, registry, router }
+        Shared { config, registry, router, auth }
     }
 }
 
-/// Credentials from `connection.start-ok`, parsed for the authentication hook.
+/// What `connection.start-ok` carried, parsed from its PLAIN or AMQPLAIN response.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credentials {
+pub struct Login {
     /// `PLAIN` or `AMQPLAIN`.
     pub mechanism: String,
     /// Login name.
     pub username: String,
     /// Password (never logged).
     pub password: String,
-}
-
-/// The authentication hook. Every login is accepted for now; a later version checks
-/// `credentials` against the broker's users and returns the reason for a refusal.
-pub(crate) fn authenticate(credentials: &Credentials) -> Result<(), String> {
-    debug!(user = %credentials.username, mechanism = %credentials.mechanism, "login accepted");
-    Ok(())
 }
 
 /// Connection-wide state the method handlers work with.
@@ -58,6 +54,8 @@ pub(crate) struct Ctx {
     /// Exclusive queues this connection created; deleted (and unbound) when it ends.
     pub exclusive_queues: Vec<Arc<Queue>>,
     pub client_id: Arc<str>,
+    /// The client's address.
+    pub peer: SocketAddr,
     /// Whether the client understands server-sent `basic.cancel` (its capabilities table).
     pub cancel_notify: bool,
     pub frame_max: u32,

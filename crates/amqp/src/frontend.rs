@@ -60,7 +60,7 @@ impl FrontEnd for AmqpFrontEnd {
                 max_connections: self.config.max_connections,
                 max_per_address: self.config.max_connections_per_address,
             };
-            let shared = Arc::new(Shared::new(self.config, ctx.router.clone()));
+            let shared = Arc::new(Shared::new(self.config, ctx.router.clone(), ctx.auth.clone()));
             spawn_tcp(listener, Arc::new(Handler { shared }), limits, &ctx);
             Ok(Started::listening(vec![addr]))
         })

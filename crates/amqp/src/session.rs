@@ -10,21 +10,23 @@
 //! [`AmqpError`]s and are turned into `channel.close` or `connection.close` here.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use amq_protocol::protocol::{AMQPClass, channel as amqp_channel, connection};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString, ShortString};
+use amqp_codec::{FRAME_MIN_SIZE, Frame, PROTOCOL_HEADER};
 use bytes::BytesMut;
-use tolk_core::{CloseReason, Delivery, OutboxReceiver, Session};
+use tolk_core::auth::Credentials;
+use tolk_core::{CloseReason, Delivery, OutboxReceiver, Protocol, Session};
 use tracing::{debug, info};
 
 use crate::channel::Channel;
-use crate::context::{Credentials, Ctx, Shared, authenticate};
+use crate::context::{Ctx, Login, Shared};
 use crate::error::{AmqpError, Scope, code};
 use crate::output::Output;
 use crate::{basic, channel, exchange_class, queue};
-use amqp_codec::{FRAME_MIN_SIZE, Frame, PROTOCOL_HEADER};
 
 /// How long the broker waits for `connection.close-ok` after sending `connection.close`.
 const CLOSE_OK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -62,8 +64,8 @@ pub struct AmqpSession {
 }
 
 impl AmqpSession {
-    /// A connection that has just been accepted, using the core session `core`.
-    pub fn new(shared: Arc<Shared>, core: Session, now: Instant) -> Self {
+    /// A connection from `peer` that has just been accepted, using the core session `core`.
+    pub fn new(shared: Arc<Shared>, core: Session, peer: SocketAddr, now: Instant) -> Self {
         let metrics = shared.router.metrics().clone();
         let frame_max = shared.config.frame_max();
         let channel_max = shared.config.channel_max();
@@ -75,6 +77,7 @@ impl AmqpSession {
             next_core_tag: 1,
             exclusive_queues: Vec::new(),
             client_id: Arc::from(""),
+            peer,
             cancel_notify: false,
             frame_max,
             metrics,
@@ -515,9 +518,16 @@ impl AmqpSession {
             _ => String::new(),
         };
         self.ctx.client_id = Arc::from(name.as_str());
-        let credentials =
-            parse_credentials(m.mechanism.as_str(), m.response.as_bytes()).map_err(AmqpError::auth_refused)?;
-        authenticate(&credentials).map_err(AmqpError::auth_refused)?;
+        let login = parse_credentials(m.mechanism.as_str(), m.response.as_bytes()).map_err(AmqpError::auth_refused)?;
+        let credentials = Credentials {
+            protocol: Protocol::Amqp,
+            username: Some(&login.username),
+            password: Some(login.password.as_bytes()),
+            client_id: None,
+            peer: self.ctx.peer,
+        };
+        self.ctx.shared.auth.authenticate(&credentials).map_err(AmqpError::auth_refused)?;
+        debug!(user = %login.username, mechanism = %login.mechanism, "login accepted");
         let config = &self.ctx.shared.config;
         self.out.method(
             0,
@@ -667,7 +677,7 @@ fn start_method() -> AMQPClass {
 
 /// Parses a SASL response: PLAIN is `[authzid] NUL user NUL password` (RFC 4616); AMQPLAIN is
 /// a field table without its length prefix holding `LOGIN` and `PASSWORD`.
-pub fn parse_credentials(mechanism: &str, response: &[u8]) -> Result<Credentials, String> {
+pub fn parse_credentials(mechanism: &str, response: &[u8]) -> Result<Login, String> {
     let (username, password) = match mechanism {
         "PLAIN" => {
             let mut parts = response.split(|&b| b == 0);
@@ -702,7 +712,7 @@ pub fn parse_credentials(mechanism: &str, response: &[u8]) -> Result<Credentials
         }
         other => return Err(format!("authentication mechanism '{other}' is not supported; use PLAIN or AMQPLAIN")),
     };
-    Ok(Credentials { mechanism: mechanism.to_owned(), username, password })
+    Ok(Login { mechanism: mechanism.to_owned(), username, password })
 }
 
 #[cfg(test)]
@@ -714,12 +724,42 @@ mod tests {
     use tolk_core::{Metrics, Protocol, Router};
 
     fn session() -> AmqpSession {
+        session_with(Arc::new(tolk_core::auth::AllowAll))
+    }
+
+    fn session_with(auth: Arc<dyn tolk_core::auth::Authenticator>) -> AmqpSession {
         let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
         let shared = Arc::new(Shared::new(
             AmqpConfig { heartbeat: Duration::from_secs(4), ..AmqpConfig::default() },
             router.clone(),
+            auth,
         ));
-        AmqpSession::new(shared, router.open_session(Protocol::Amqp), Instant::now())
+        AmqpSession::new(shared, router.open_session(Protocol::Amqp), "127.0.0.1:9".parse().unwrap(), Instant::now())
+    }
+
+    #[test]
+    fn a_login_the_authenticator_refuses_is_closed_with_403() {
+        struct NoGuests;
+        impl tolk_core::auth::Authenticator for NoGuests {
+            fn authenticate(&self, c: &Credentials<'_>) -> Result<(), String> {
+                assert_eq!((c.protocol, c.password), (Protocol::Amqp, Some(&b"guest"[..])));
+                if c.username == Some("guest") { Err("guests are not welcome".into()) } else { Ok(()) }
+            }
+        }
+        let mut s = session_with(Arc::new(NoGuests));
+        let t0 = Instant::now();
+        handshake(&mut s, t0, 4);
+        let frames = output_frames(&mut s, t0);
+        let close = frames.iter().find_map(|f| match f {
+            Frame::Method(0, m) => match &**m {
+                AMQPClass::Connection(connection::AMQPMethod::Close(c)) => Some(c.clone()),
+                _ => None,
+            },
+            _ => None,
+        });
+        let close = close.expect("connection.close");
+        assert_eq!(close.reply_code, 403, "ACCESS_REFUSED");
+        assert!(close.reply_text.as_str().contains("guests are not welcome"), "{}", close.reply_text);
     }
 
     fn bytes_of(frame: AMQPFrame) -> BytesMut {

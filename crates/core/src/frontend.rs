@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tolk_metrics::{Hop, Metrics, Protocol};
 
+use crate::auth::{AllowAll, Authenticator};
 use crate::delivery::Delivery;
 use crate::router::Router;
 
@@ -31,6 +32,8 @@ pub struct FrontEndContext {
     /// The broker's HTTP address, set once the HTTP server is bound (port 0 resolved): a front
     /// end that must recognise the broker itself (WS-N refusing itself as a consumer) reads it.
     pub http_addr: Arc<OnceLock<SocketAddr>>,
+    /// Decides who may connect, for every protocol ([`AllowAll`] until users are configured).
+    pub auth: Arc<dyn Authenticator>,
 }
 
 impl FrontEndContext {
@@ -43,6 +46,7 @@ impl FrontEndContext {
             tracker: TaskTracker::new(),
             data_dir,
             http_addr: Arc::default(),
+            auth: Arc::new(AllowAll),
         }
     }
 }

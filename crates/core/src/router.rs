@@ -428,11 +428,6 @@ impl Router {
         self.queues().get(name).cloned()
     }
 
-    /// Names of every declared queue.
-    pub fn queue_names(&self) -> Vec<String> {
-        self.queues().keys().cloned().collect()
-    }
-
     /// Deletes a queue and its bindings. Returns the number of messages discarded, or `None`
     /// when no such queue exists.
     pub fn delete_queue(&self, name: &str) -> Option<usize> {

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use mqtt_codec::Version;
 use rmqtt_codec::v5::{Connect, ConnectAckReason};
 use tolk_core::topic;
 
 use crate::config::MqttConfig;
 use crate::will::Will;
-use mqtt_codec::Version;
 
 /// What the broker grants a client that may connect.
 #[derive(Debug)]

@@ -4,14 +4,17 @@
 //! written, then flushed once.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
+use mqtt_codec::{CONNACK_UNACCEPTABLE_PROTOCOL, CodecError, Packet, PacketCodec, Version, peek_version};
 use rmqtt_codec::v5::{self, ConnectAckReason, DisconnectReasonCode as Dis};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
+use tolk_core::auth::{Authenticator, Credentials};
 use tolk_core::hold::{self, Held, HeldInput};
 use tolk_core::listener::{Connection, LINGER, linger};
 use tolk_core::{CloseReason, Protocol, Router};
@@ -23,7 +26,6 @@ use crate::registry::{Claim, ClaimError, Parked, Registry};
 use crate::session::{Close, Flow, MqttSession};
 use crate::state::SessionState;
 use crate::will::{Will, WillTiming};
-use mqtt_codec::{CONNACK_UNACCEPTABLE_PROTOCOL, CodecError, Packet, PacketCodec, Version, peek_version};
 
 /// Deliveries taken from the outbox per round at most (then written and flushed together).
 const BATCH: usize = 64;
@@ -34,6 +36,8 @@ pub struct Shared {
     pub config: Arc<MqttConfig>,
     /// Client ids and offline sessions.
     pub registry: Arc<Registry>,
+    /// The broker's authenticator.
+    pub auth: Arc<dyn Authenticator>,
 }
 
 /// The socket plus the read buffer.
@@ -163,14 +167,14 @@ impl HeldInput for Input<'_> {
 
 /// Reads and answers the CONNECT within the connect timeout.
 async fn connect(shared: Arc<Shared>, connection: Connection) -> Result<Box<Connected>, CloseReason> {
-    let Connection { stream, shutdown, router, .. } = connection;
+    let Connection { stream, peer, shutdown, router } = connection;
     let config = shared.config.clone();
     // Buffers start empty: an idle connection should cost next to nothing (see `serve`).
     let mut io = Io { stream, rbuf: BytesMut::new(), shutdown, config };
     let deadline = tokio::time::Instant::now() + io.config.connect_timeout;
     let shutdown = io.shutdown.clone();
     let handshake = tokio::select! {
-        r = handshake(&mut io, &shared, &router) => r,
+        r = handshake(&mut io, &shared, &router, peer) => r,
         _ = tokio::time::sleep_until(deadline) => Err(Refused(CloseReason::ProtocolError, "no CONNECT in time".into())),
         _ = shutdown.cancelled() => Err(Refused(CloseReason::Shutdown, String::new())),
     };
@@ -191,7 +195,12 @@ async fn connect(shared: Arc<Shared>, connection: Connection) -> Result<Box<Conn
 struct Refused(CloseReason, String);
 
 /// Reads until the CONNECT is complete, decides on it and answers with CONNACK.
-async fn handshake(io: &mut Io, shared: &Shared, router: &Router) -> Result<(MqttSession, Claim), Refused> {
+async fn handshake(
+    io: &mut Io,
+    shared: &Shared,
+    router: &Router,
+    peer: SocketAddr,
+) -> Result<(MqttSession, Claim), Refused> {
     let max = io.config.max_packet_size_bytes;
     let refuse = |detail: String| Refused(CloseReason::ProtocolError, detail);
     // 1. Which protocol level (MQTT-3.1.2-2), from the first bytes.
@@ -243,6 +252,18 @@ async fn handshake(io: &mut Io, shared: &Shared, router: &Router) -> Result<(Mqt
         }
         Err(Refusal::Close(why)) => return Err(refuse(why.to_owned())),
     };
+    // Who it is, asked of the broker's one authenticator (CONNACK 0x86, 3.1.1: 0x04).
+    let credentials = Credentials {
+        protocol: Protocol::Mqtt,
+        username: connect.username.as_deref(),
+        password: connect.password.as_deref(),
+        client_id: Some(&plan.client_id),
+        peer,
+    };
+    if let Err(why) = shared.auth.authenticate(&credentials) {
+        refuse_connack(io, &mut codec, ConnectAckReason::BadUserNameOrPassword).await;
+        return Err(Refused(CloseReason::AuthFailed, why));
+    }
     // 4. The client id: a stored session, or a takeover of a live one.
     let mut claim = match shared.registry.claim(&plan.client_id).await {
         Ok(c) => c,

@@ -64,7 +64,7 @@ impl FrontEnd for MqttFrontEnd {
                 max_connections: self.config.max_connections,
                 max_per_address: self.config.max_connections_per_address,
             };
-            let shared = Arc::new(Shared { config: Arc::new(self.config), registry });
+            let shared = Arc::new(Shared { config: Arc::new(self.config), registry, auth: ctx.auth.clone() });
             spawn_tcp(listener, Arc::new(Handler(shared)), limits, &ctx);
             tracing::info!(%addr, "MQTT 3.1.1/5.0 listening");
             Ok(Started::listening(vec![addr]))

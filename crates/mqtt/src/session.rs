@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use mqtt_codec::{CodecError, Packet, PacketCodec, Version};
 use rmqtt_codec::types::{Publish, QoS as WireQoS};
 use rmqtt_codec::v5::{
     self, DisconnectReasonCode as Dis, PublishAck2Reason, PublishAckReason, RetainHandling, SubscribeAckReason,
@@ -28,7 +29,6 @@ use crate::state::SessionState;
 use crate::subscriptions::{FilterKind, SubEntry, parse_filter};
 use crate::translate::{self, qos_in};
 use crate::will::Will;
-use mqtt_codec::{CodecError, Packet, PacketCodec, Version};
 
 /// Why the session must end its connection, and what to tell the client.
 #[derive(Debug, Clone, PartialEq, Eq)]

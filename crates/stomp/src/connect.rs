@@ -8,9 +8,10 @@ use std::time::Duration;
 use stomp_codec::{Frame, HeartBeat, HeartBeatSchedule, Version};
 use tolk_core::CloseReason;
 
-use crate::auth::{Authenticator, Credentials};
 use crate::config::StompConfig;
 use crate::error::StompError;
+use tolk_core::Protocol;
+use tolk_core::auth::{Authenticator, Credentials};
 
 /// The `server` header of CONNECTED.
 pub(crate) const SERVER: &str = concat!("tolk/", env!("CARGO_PKG_VERSION"));
@@ -53,9 +54,11 @@ pub(crate) fn handshake(
     })?;
 
     let credentials = Credentials {
-        login: frame.header("login"),
-        passcode: frame.header("passcode"),
-        host: frame.header("host"),
+        protocol: Protocol::Stomp,
+        username: frame.header("login"),
+        password: frame.header("passcode").map(str::as_bytes),
+        // STOMP has no client id of its own: the `client-id` header (ActiveMQ's) or the login.
+        client_id: frame.header("client-id").or(frame.header("login")),
         peer,
     };
     auth.authenticate(&credentials).map_err(|why| StompError::new(CloseReason::AuthFailed, why))?;
@@ -69,15 +72,15 @@ pub(crate) fn handshake(
     };
 
     let connected = Frame::connected(version, ours, SERVER).with_header("session", session_id.to_string());
-    let client_id = frame.header("client-id").or(credentials.login).unwrap_or_default().to_owned();
+    let client_id = credentials.client_id.unwrap_or_default().to_owned();
     Ok(Agreed { version, schedule, connected, client_id })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::AllowAll;
     use stomp_codec::Command;
+    use tolk_core::auth::AllowAll;
 
     fn peer() -> SocketAddr {
         "127.0.0.1:1".parse().unwrap()
@@ -125,8 +128,8 @@ mod tests {
         struct OnlyBob;
         impl Authenticator for OnlyBob {
             fn authenticate(&self, c: &Credentials<'_>) -> Result<(), String> {
-                match (c.login, c.passcode) {
-                    (Some("bob"), Some("pw")) => Ok(()),
+                match (c.username, c.password) {
+                    (Some("bob"), Some(b"pw")) => Ok(()),
                     _ => Err("bad credentials".into()),
                 }
             }

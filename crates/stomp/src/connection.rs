@@ -20,9 +20,9 @@ use tolk_core::listener::{Connection, ConnectionHandler, linger};
 use tolk_core::{CloseReason, Protocol, frontend::record_delivery};
 use tracing::debug;
 
-use crate::auth::Authenticator;
 use crate::config::StompConfig;
 use crate::session::{Now, StompSession, Written};
+use tolk_core::auth::Authenticator;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 8 * 1024;

@@ -5,26 +5,19 @@ use std::sync::Arc;
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started, Transport};
 use tolk_core::listener::{ConnectionLimits, bind_tcp, spawn_tcp};
 
-use crate::auth::{AllowAll, Authenticator};
 use crate::config::StompConfig;
 use crate::connection::StompHandler;
 
 /// The STOMP front end: `StompFrontEnd::new(config)` and hand it to the broker.
 pub struct StompFrontEnd {
     config: StompConfig,
-    auth: Arc<dyn Authenticator>,
 }
 
 impl StompFrontEnd {
-    /// A front end that accepts every client (see [`StompFrontEnd::with_authenticator`]).
+    /// A front end with this configuration; CONNECT credentials go to the broker's
+    /// authenticator ([`FrontEndContext::auth`]).
     pub fn new(config: StompConfig) -> Self {
-        StompFrontEnd { config, auth: Arc::new(AllowAll) }
-    }
-
-    /// Replaces the authentication hook that CONNECT's `login`/`passcode`/`host` go through.
-    pub fn with_authenticator(mut self, auth: Arc<dyn Authenticator>) -> Self {
-        self.auth = auth;
-        self
+        StompFrontEnd { config }
     }
 }
 
@@ -51,7 +44,7 @@ impl FrontEnd for StompFrontEnd {
                 max_connections: self.config.max_connections,
                 max_per_address: self.config.max_connections_per_address,
             };
-            let handler = Arc::new(StompHandler { config: Arc::new(self.config), auth: self.auth });
+            let handler = Arc::new(StompHandler { config: Arc::new(self.config), auth: ctx.auth.clone() });
             spawn_tcp(listener, handler, limits, &ctx);
             tracing::info!(%addr, "STOMP listening");
             Ok(Started::listening(vec![addr]))

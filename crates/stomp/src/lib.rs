@@ -13,7 +13,6 @@
 #![warn(missing_docs)]
 
 mod ack;
-mod auth;
 mod config;
 mod connect;
 mod connection;
@@ -28,7 +27,6 @@ mod transaction;
 /// SEND/MESSAGE ↔ core message; the broker itself uses it only through its sessions.
 pub mod translate;
 
-pub use auth::{AllowAll, Authenticator, Credentials};
 pub use config::{StompConfig, default_port};
 pub use frontend::StompFrontEnd;
 pub use heartbeat::TOLERANCE_FACTOR as HEART_BEAT_TOLERANCE_FACTOR;

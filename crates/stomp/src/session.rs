@@ -20,7 +20,6 @@ use tolk_core::{
 use tracing::{debug, info, warn};
 
 use crate::ack::{Unacked, Verdict};
-use crate::auth::Authenticator;
 use crate::config::StompConfig;
 use crate::connect;
 use crate::destination::{self, Destination};
@@ -29,6 +28,7 @@ use crate::heartbeat::Liveness;
 use crate::subscription::{self, AckMode, Source, Subscription, Subscriptions};
 use crate::transaction::{TransactionLimits, Transactions};
 use crate::translate::{self, Envelope, SendTarget};
+use tolk_core::auth::Authenticator;
 
 /// The two clocks a frame is handled at: monotonic for deadlines and latency, wall-clock for
 /// the `expires` header (milliseconds since the Unix epoch).
@@ -585,7 +585,7 @@ mod tests {
     use tolk_core::{Metrics, Router, RouterConfig};
 
     use super::*;
-    use crate::auth::AllowAll;
+    use tolk_core::auth::AllowAll;
 
     fn session(config: StompConfig, t0: Instant) -> StompSession {
         let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));

@@ -34,8 +34,18 @@ pub async fn start(config: MqttConfig) -> Broker {
 }
 
 pub async fn start_with(config: MqttConfig, router_config: RouterConfig) -> Broker {
+    start_with_auth(config, router_config, Arc::new(tolk_core::auth::AllowAll)).await
+}
+
+/// A broker whose CONNECTs are checked by `auth`.
+pub async fn start_with_auth(
+    config: MqttConfig,
+    router_config: RouterConfig,
+    auth: Arc<dyn tolk_core::auth::Authenticator>,
+) -> Broker {
     let router = Router::new(router_config, Arc::new(Metrics::new()));
-    let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
+    let mut ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
+    ctx.auth = auth;
     let addrs = Box::new(MqttFrontEnd::new(config)).start(ctx.clone()).await.expect("start").addrs;
     Broker { port: addrs[0].port(), ctx, router }
 }

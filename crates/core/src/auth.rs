@@ -1,0 +1,44 @@
+//! Who may connect: one authentication hook for every protocol. Each front end turns what its
+//! client presented (MQTT username and password, STOMP login and passcode, AMQP PLAIN or
+//! AMQPLAIN) into [`Credentials`] and asks the broker's one [`Authenticator`]; it only turns
+//! the answer into its protocol's refusal (MQTT CONNACK 0x86 / 0x04, STOMP ERROR, AMQP 403).
+//!
+//! The broker has no user database yet, so the authenticator in force accepts everyone
+//! ([`AllowAll`]); a user database plugs in here without touching any session code.
+
+use std::net::SocketAddr;
+
+use tolk_metrics::Protocol;
+
+/// What a client presented when it connected.
+#[derive(Debug, Clone, Copy)]
+pub struct Credentials<'a> {
+    /// The protocol it spoke.
+    pub protocol: Protocol,
+    /// User name (MQTT username, STOMP `login`, AMQP login), if any.
+    pub username: Option<&'a str>,
+    /// Password (MQTT password, STOMP `passcode`, AMQP password), if any. Bytes: MQTT's
+    /// password is binary data.
+    pub password: Option<&'a [u8]>,
+    /// The client id, where the protocol has one (MQTT).
+    pub client_id: Option<&'a str>,
+    /// The client's address.
+    pub peer: SocketAddr,
+}
+
+/// Decides whether a client may open a session. A refusal's text is logged and, where the
+/// protocol has room for text (STOMP ERROR, AMQP connection.close), sent to the client.
+pub trait Authenticator: Send + Sync + 'static {
+    /// `Ok` to accept; `Err(reason)` to refuse.
+    fn authenticate(&self, credentials: &Credentials<'_>) -> Result<(), String>;
+}
+
+/// Accepts every client: the broker's behaviour until a user database exists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllowAll;
+
+impl Authenticator for AllowAll {
+    fn authenticate(&self, _: &Credentials<'_>) -> Result<(), String> {
+        Ok(())
+    }
+}
