@@ -52,23 +52,32 @@ impl RetainedStore {
     /// Stores, replaces or (with an empty payload) clears the topic's retained message.
     pub(crate) fn store(&self, message: &Arc<Message>) -> RetainOutcome {
         let mut store = self.store.write().unwrap_or_else(|e| e.into_inner());
-        let mut old_cost = 0;
-        // Take the old message out first, so that replacing one is judged on the difference.
-        store.messages.remove(&message.topic, |old| {
-            old_cost = message_cost(old);
-            true
-        });
-        store.bytes -= old_cost;
-        self.budget.release(MemoryKind::Retained, old_cost);
+        // A replacement is judged on the difference, and one that does not fit leaves the old
+        // message in place: the topic keeps its last value that could be kept.
+        let mut old_cost = None;
+        store.messages.for_each_matched_by(&message.topic, |old| old_cost = Some(message_cost(old)));
         if message.payload.is_empty() {
+            if let Some(old_cost) = old_cost {
+                store.messages.remove(&message.topic, |_| true);
+                store.bytes -= old_cost;
+                self.budget.release(MemoryKind::Retained, old_cost);
+            }
             return RetainOutcome::Cleared;
         }
         let cost = message_cost(message);
-        let fits = store.messages.len() < self.limits.max_topics && store.bytes + cost <= self.limits.max_bytes;
-        if !fits || !self.budget.try_charge(MemoryKind::Retained, cost) {
+        let old = old_cost.unwrap_or(0);
+        let topics = store.messages.len() + usize::from(old_cost.is_none());
+        if topics > self.limits.max_topics || store.bytes - old + cost > self.limits.max_bytes {
             return RetainOutcome::Full;
         }
-        store.bytes += cost;
+        if cost > old {
+            if !self.budget.try_charge(MemoryKind::Retained, cost - old) {
+                return RetainOutcome::Full;
+            }
+        } else {
+            self.budget.release(MemoryKind::Retained, old - cost);
+        }
+        store.bytes = store.bytes - old + cost;
         store.messages.upsert(&message.topic, message.clone(), |_| true);
         RetainOutcome::Stored
     }
@@ -116,6 +125,9 @@ mod tests {
         assert_eq!(metrics.memory().held(MemoryKind::Retained), 2 * one);
         assert_eq!(store.matching("a/+").len(), 2);
         assert_eq!(store.matching("#").len(), 2);
+        assert_eq!(store.store(&message("a/2", b"a bigger one")), RetainOutcome::Full, "over max_bytes");
+        assert_eq!(&store.matching("a/2")[0].payload[..], b"wwww", "the old value stays");
+        assert_eq!(metrics.memory().held(MemoryKind::Retained), 2 * one);
         assert_eq!(store.store(&message("a/1", b"")), RetainOutcome::Cleared);
         assert_eq!(metrics.memory().held(MemoryKind::Retained), one);
         assert_eq!(store.matching("a/1").len(), 0);
