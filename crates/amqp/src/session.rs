@@ -822,6 +822,20 @@ mod tests {
     }
 
     #[test]
+    fn heartbeat_zero_is_still_bounded_by_max_silence() {
+        let mut s = session();
+        let t0 = Instant::now();
+        handshake(&mut s, t0, 0);
+        output_frames(&mut s, t0);
+        let max = AmqpConfig::default().max_silence;
+        assert_eq!(s.poll_timeout(), Some(t0 + max), "heartbeat 0 negotiated, but silence has a bound");
+        s.handle_timeout(t0 + max - Duration::from_secs(1));
+        assert_eq!(s.finished(), None);
+        s.handle_timeout(t0 + max);
+        assert_eq!(s.finished(), Some(CloseReason::KeepAliveTimeout));
+    }
+
+    #[test]
     fn handshake_deadline_closes_a_silent_peer() {
         let mut s = session();
         let t0 = Instant::now();
