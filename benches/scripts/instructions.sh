@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Instructions per delivered message, counted by valgrind (callgrind), for one or more tolk
+# binaries: the before/after figure that does not depend on what else the machine is doing.
+#
+# For each binary, tolk runs under callgrind with its defaults (MQTT only, free loopback ports)
+# twice: a QoS 1 fan-in (4 publishers, 1 subscriber) of SMALL and of LARGE messages per
+# publisher. The difference in instructions divided by the difference in messages delivered is
+# the cost of one message, start-up and shutdown cancelled out. QoS 1 because a QoS 0 run under
+# valgrind drops messages at the full outbox, and a drop is cheaper than a delivery.
+#
+# Usage: benches/scripts/instructions.sh BIN [BIN...]
+#   e.g. benches/scripts/instructions.sh /tmp/old/tolk target/release/tolk
+# Environment: SMALL (default 1000), LARGE (default 4000); tolk-bench is built in release if
+#   missing. Needs valgrind (Debian package).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=benches/scripts/lib.sh
+source "$ROOT/benches/scripts/lib.sh"
+SMALL=${SMALL:-1000}
+LARGE=${LARGE:-4000}
+BENCH=$ROOT/target/release/tolk-bench
+if [[ ! -x $BENCH ]]; then
+    (cd "$ROOT" && cargo build --release -j "${JOBS:-2}" -p tolk-bench >&2)
+fi
+command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
+
+# instructions BIN MESSAGES: total instructions of one run; the delivered count on stderr.
+instructions() {
+    local bin=$1 messages=$2 dir out
+    dir=$(mktemp -d)
+    free_port; local mqtt=$FREE_PORT
+    free_port; local http=$FREE_PORT
+    cat >"$dir/tolk.toml" <<CONF
+data_dir = "$dir/data"
+[http]
+bind = "127.0.0.1:$http"
+[mqtt]
+bind = "127.0.0.1:$mqtt"
+[amqp]
+enabled = false
+[stomp]
+enabled = false
+[mqttsn]
+enabled = false
+CONF
+    valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" "$bin" --config "$dir/tolk.toml" \
+        >"$dir/log" 2>&1 &
+    local pid=$!
+    wait_port "$mqtt" "$pid" "$dir/log" >&2
+    out=$("$BENCH" fan-in --qos 1 --messages "$messages" --target "mqtt://127.0.0.1:$mqtt")
+    grep -E '^ +deliver' <<<"$out" >&2
+    if ! grep -qE 'lost 0,' <<<"$out"; then
+        echo "messages were lost: the count is not comparable" >&2
+        exit 1
+    fi
+    kill -INT "$pid"
+    wait "$pid" || true
+    sed -n 's/^summary: //p' "$dir/callgrind.out"
+    rm -rf "$dir"
+}
+
+printf '| binary | instructions, %d msgs | instructions, %d msgs | per message |\n' $((SMALL * 4)) $((LARGE * 4))
+echo '|---|---:|---:|---:|'
+for bin in "$@"; do
+    small=$(instructions "$bin" "$SMALL")
+    large=$(instructions "$bin" "$LARGE")
+    printf '| %s | %d | %d | %d |\n' "$bin" "$small" "$large" $(((large - small) / ((LARGE - SMALL) * 4)))
+done
