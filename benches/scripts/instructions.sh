@@ -2,21 +2,22 @@
 # Instructions per delivered message, counted by valgrind (callgrind), for one or more tolk
 # binaries: the before/after figure that does not depend on what else the machine is doing.
 #
-# For each binary, tolk runs under callgrind with its defaults (MQTT only, free loopback ports)
-# twice: a QoS 1 fan-in (4 publishers, 1 subscriber) of SMALL and of LARGE messages per
+# For each binary, tolk runs under callgrind with its defaults (one protocol, free loopback
+# ports) twice: a QoS 1 fan-in (4 publishers, 1 subscriber) of SMALL and of LARGE messages per
 # publisher. The difference in instructions divided by the difference in messages delivered is
 # the cost of one message, start-up and shutdown cancelled out. QoS 1 because a QoS 0 run under
 # valgrind drops messages at the full outbox, and a drop is cheaper than a delivery.
 #
 # Usage: benches/scripts/instructions.sh BIN [BIN...]
 #   e.g. benches/scripts/instructions.sh /tmp/old/tolk target/release/tolk
-# Environment: SMALL (default 1000), LARGE (default 4000); tolk-bench is built in release if
-#   missing. Needs valgrind (Debian package).
+# Environment: PROTOCOL (mqtt, the default, stomp or amqp), SMALL (default 1000), LARGE
+#   (default 4000); tolk-bench is built in release if missing. Needs valgrind (Debian package).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=benches/scripts/lib.sh
 source "$ROOT/benches/scripts/lib.sh"
+PROTOCOL=${PROTOCOL:-mqtt}
 SMALL=${SMALL:-1000}
 LARGE=${LARGE:-4000}
 BENCH=$ROOT/target/release/tolk-bench
@@ -29,26 +30,23 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get ins
 instructions() {
     local bin=$1 messages=$2 dir out
     dir=$(mktemp -d)
-    free_port; local mqtt=$FREE_PORT
+    free_port; local port=$FREE_PORT
     free_port; local http=$FREE_PORT
-    cat >"$dir/tolk.toml" <<CONF
-data_dir = "$dir/data"
-[http]
-bind = "127.0.0.1:$http"
-[mqtt]
-bind = "127.0.0.1:$mqtt"
-[amqp]
-enabled = false
-[stomp]
-enabled = false
-[mqttsn]
-enabled = false
-CONF
+    {
+        printf 'data_dir = "%s"\n[http]\nbind = "127.0.0.1:%s"\n[mqttsn]\nenabled = false\n' "$dir/data" "$http"
+        for p in mqtt stomp amqp; do
+            if [[ $p == "$PROTOCOL" ]]; then
+                printf '[%s]\nbind = "127.0.0.1:%s"\n' "$p" "$port"
+            else
+                printf '[%s]\nenabled = false\n' "$p"
+            fi
+        done
+    } >"$dir/tolk.toml"
     valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" "$bin" --config "$dir/tolk.toml" \
         >"$dir/log" 2>&1 &
     local pid=$!
-    wait_port "$mqtt" "$pid" "$dir/log" >&2
-    out=$("$BENCH" fan-in --qos 1 --messages "$messages" --target "mqtt://127.0.0.1:$mqtt")
+    wait_port "$port" "$pid" "$dir/log" >&2
+    out=$("$BENCH" fan-in --qos 1 --messages "$messages" --target "$PROTOCOL://127.0.0.1:$port")
     grep -E '^ +deliver' <<<"$out" >&2
     if ! grep -qE 'lost 0,' <<<"$out"; then
         echo "messages were lost: the count is not comparable" >&2

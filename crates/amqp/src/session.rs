@@ -1,8 +1,8 @@
-//! One AMQP connection's protocol state machine, sans-IO: bytes and deliveries go in with the
-//! current time, frames come out of [`AmqpSession::pending_output`], and
-//! [`AmqpSession::poll_timeout`] says when to call back. No socket, no task, no clock inside, so
-//! handshakes, heartbeats and close handshakes are driven the same way by the socket loop in
-//! `connection.rs` and by tests.
+//! One AMQP connection's protocol state machine, sans-IO: a [`ProtocolSession`]. Bytes and
+//! deliveries go in with the current time, frames come out of `pending_output`, and
+//! `poll_timeout` says when to call back. No socket, no task, no clock inside, so handshakes,
+//! heartbeats and close handshakes are driven the same way by the core's connection driver and
+//! by tests.
 //!
 //! Owns the connection phase (header → start-ok → tune-ok → open → running → closing), the
 //! negotiated limits, heartbeats, the close handshakes and the dispatch of channel frames to
@@ -19,7 +19,8 @@ use amq_protocol::types::{AMQPValue, FieldTable, LongString, ShortString};
 use amqp_codec::{FRAME_MIN_SIZE, Frame, PROTOCOL_HEADER};
 use bytes::BytesMut;
 use tolk_core::auth::Credentials;
-use tolk_core::{CloseReason, Delivery, OutboxReceiver, Protocol, Session};
+use tolk_core::drive::ProtocolSession;
+use tolk_core::{CloseReason, Delivery, Protocol, Session};
 use tracing::{debug, info};
 
 use crate::channel::Channel;
@@ -96,63 +97,6 @@ impl AmqpSession {
         }
     }
 
-    /// Where the core delivers this connection's queue messages.
-    pub fn receiver(&self) -> &OutboxReceiver {
-        self.ctx.core.receiver()
-    }
-
-    /// The core session: the connection loop asks it whether publishes are held back.
-    pub fn core(&self) -> &Session {
-        &self.ctx.core
-    }
-
-    /// Counts as hearing from the peer: used while the broker itself did not read (a subscriber
-    /// of this connection's messages was full), so that silence is not blamed on the peer.
-    pub fn excuse_silence(&mut self, now: Instant) {
-        self.last_recv = now;
-    }
-
-    /// Bytes to write to the socket.
-    pub fn pending_output(&self) -> &[u8] {
-        self.out.unwritten()
-    }
-
-    /// `n` bytes of [`AmqpSession::pending_output`] were written at `now`.
-    pub fn advance_output(&mut self, n: usize, now: Instant) {
-        self.out.advance(n, now, &self.ctx.metrics);
-        self.last_send = now;
-    }
-
-    /// Why the connection ended, once it has: write the pending output, then close the socket.
-    pub fn finished(&self) -> Option<CloseReason> {
-        match self.phase {
-            Phase::Done(reason) => Some(reason),
-            _ => None,
-        }
-    }
-
-    /// Whether queue deliveries should be taken from the outbox now.
-    pub fn wants_deliveries(&self) -> bool {
-        self.phase == Phase::Running
-    }
-
-    /// The next instant at which [`AmqpSession::handle_timeout`] has work to do.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Done(_) => None,
-            Phase::Closing { deadline, .. } => Some(deadline),
-            Phase::Running => {
-                let dead = self.silence_limit().map(|limit| self.last_recv + limit);
-                let beat = self.heartbeat.filter(|_| self.out.len() == 0).map(|hb| self.last_send + hb / 2);
-                match (dead, beat) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
-            }
-            _ => Some(self.handshake_deadline),
-        }
-    }
-
     /// How long the peer may stay silent: two heartbeat intervals, and never more than
     /// `max_silence`, even when heartbeats were turned off (`None`: no bound at all).
     fn silence_limit(&self) -> Option<std::time::Duration> {
@@ -162,84 +106,6 @@ impl AmqpSession {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
-    }
-
-    /// Timers: handshake deadline, heartbeat send and receive, close-ok wait.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        match self.phase {
-            Phase::Done(_) => {}
-            Phase::Closing { reason, deadline } => {
-                if now >= deadline {
-                    debug!("no connection.close-ok within {CLOSE_OK_TIMEOUT:?}; closing the socket");
-                    self.finish(reason);
-                }
-            }
-            Phase::Running => {
-                if let Some(limit) = self.silence_limit()
-                    && now >= self.last_recv + limit
-                {
-                    info!(heartbeat = ?self.heartbeat, silent = ?limit, "peer silent for too long; closing");
-                    self.finish(CloseReason::KeepAliveTimeout);
-                } else if let Some(hb) = self.heartbeat
-                    && self.out.len() == 0
-                    && now >= self.last_send + hb / 2
-                {
-                    self.out.heartbeat();
-                }
-            }
-            _ => {
-                if now >= self.handshake_deadline {
-                    info!(timeout = ?self.ctx.shared.config.handshake_timeout, "handshake not completed in time; closing");
-                    self.finish(CloseReason::ProtocolError);
-                }
-            }
-        }
-    }
-
-    /// The broker is shutting down: say goodbye with 320 CONNECTION_FORCED.
-    pub fn begin_shutdown(&mut self, now: Instant) {
-        match self.phase {
-            Phase::Running => {
-                let mut e = AmqpError::connection_forced("broker shutdown");
-                e.close_reason = CloseReason::Shutdown;
-                self.connection_error(e, now);
-            }
-            Phase::Closing { .. } | Phase::Done(_) => {}
-            _ => self.finish(CloseReason::Shutdown),
-        }
-    }
-
-    /// The peer closed its side. `partial` tells whether it stopped inside a frame.
-    pub fn handle_eof(&mut self, partial: bool) {
-        let reason = match self.phase {
-            Phase::Closing { reason, .. } => reason,
-            Phase::Done(reason) => reason,
-            _ if partial => {
-                info!("peer closed the connection in the middle of a frame");
-                CloseReason::ProtocolError
-            }
-            _ => {
-                debug!("peer closed the connection without connection.close");
-                CloseReason::ClientClosed
-            }
-        };
-        self.finish(reason);
-    }
-
-    /// A socket read or write failed.
-    pub fn handle_io_error(&mut self, error: &std::io::Error) {
-        if self.finished().is_none() {
-            debug!(%error, "socket error");
-            self.finish(CloseReason::IoError);
-        }
-    }
-
-    /// The outbox overflowed (cannot happen with credit-bounded queue deliveries; handled for
-    /// completeness): close as a slow consumer.
-    pub fn handle_overflow(&mut self, now: Instant) {
-        let mut e = AmqpError::connection_forced("slow consumer: deliveries could not be written fast enough");
-        e.close_reason = CloseReason::SlowConsumer;
-        self.connection_error(e, now);
     }
 
     fn finish(&mut self, reason: CloseReason) {
@@ -272,56 +138,6 @@ impl AmqpSession {
         self.out.method(0, close_method(&error));
         self.teardown_channels();
         self.phase = Phase::Closing { reason: error.close_reason, deadline: now + CLOSE_OK_TIMEOUT };
-    }
-
-    /// Reads every complete frame in `buf` (received at `now`) and acts on it.
-    pub fn handle_bytes(&mut self, buf: &mut BytesMut, now: Instant) {
-        self.last_recv = now;
-        loop {
-            match self.phase {
-                Phase::Done(_) => {
-                    buf.clear();
-                    return;
-                }
-                Phase::ProtocolHeader => match amqp_codec::check_protocol_header(buf) {
-                    Ok(false) => return,
-                    Ok(true) => {
-                        self.out.method(0, start_method());
-                        self.phase = Phase::StartOk;
-                    }
-                    Err(e) => {
-                        // Spec §4.2.2: answer with the header we speak, then close.
-                        info!("{e}; answering with the AMQP 0-9-1 header and closing");
-                        self.out.raw(&PROTOCOL_HEADER);
-                        self.finish(CloseReason::ProtocolError);
-                    }
-                },
-                // A subscriber of this connection's messages is full: the rest of the buffer
-                // waits until the connection loop has relieved the congestion.
-                _ if self.ctx.core.is_congesting() => return,
-                phase => {
-                    let frame = match amqp_codec::decode(buf, self.ctx.frame_max) {
-                        Ok(Some(frame)) => frame,
-                        Ok(None) => return,
-                        Err(e) => {
-                            buf.clear();
-                            if let Phase::Closing { reason, .. } = phase {
-                                self.finish(reason);
-                                return;
-                            }
-                            // Framing is lost: nothing after this can be read, so send the
-                            // reason and close without waiting for close-ok.
-                            let error = AmqpError::from(&e);
-                            let reason = error.close_reason;
-                            self.connection_error(error, now);
-                            self.finish(reason);
-                            return;
-                        }
-                    };
-                    self.handle_frame(frame, now);
-                }
-            }
-        }
     }
 
     fn handle_frame(&mut self, frame: Frame, now: Instant) {
@@ -565,18 +381,201 @@ impl AmqpSession {
         self.phase = Phase::Open;
         Ok(())
     }
+}
+
+impl ProtocolSession for AmqpSession {
+    /// The core session: the connection loop asks it whether publishes are held back.
+    fn core(&self) -> &Session {
+        &self.ctx.core
+    }
+
+    /// Counts as hearing from the peer: used while the broker itself did not read (a subscriber
+    /// of this connection's messages was full), so that silence is not blamed on the peer.
+    fn excuse_silence(&mut self, now: Instant) {
+        self.last_recv = now;
+    }
+
+    /// Bytes to write to the socket.
+    fn pending_output(&self) -> &[u8] {
+        self.out.unwritten()
+    }
+
+    /// `n` bytes of [`AmqpSession::pending_output`] were written at `now`.
+    fn advance_output(&mut self, n: usize, now: Instant) {
+        self.out.advance(n, now, &self.ctx.metrics);
+        self.last_send = now;
+    }
+
+    /// Why the connection ended, once it has: write the pending output, then close the socket.
+    fn finished(&self) -> Option<CloseReason> {
+        match self.phase {
+            Phase::Done(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Whether queue deliveries should be taken from the outbox now.
+    fn wants_deliveries(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// The next instant at which [`AmqpSession::handle_timeout`] has work to do.
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Done(_) => None,
+            Phase::Closing { deadline, .. } => Some(deadline),
+            Phase::Running => {
+                let dead = self.silence_limit().map(|limit| self.last_recv + limit);
+                let beat = self.heartbeat.filter(|_| self.out.len() == 0).map(|hb| self.last_send + hb / 2);
+                match (dead, beat) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
+            _ => Some(self.handshake_deadline),
+        }
+    }
+
+    /// Timers: handshake deadline, heartbeat send and receive, close-ok wait.
+    fn handle_timeout(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Done(_) => {}
+            Phase::Closing { reason, deadline } => {
+                if now >= deadline {
+                    debug!("no connection.close-ok within {CLOSE_OK_TIMEOUT:?}; closing the socket");
+                    self.finish(reason);
+                }
+            }
+            Phase::Running => {
+                if let Some(limit) = self.silence_limit()
+                    && now >= self.last_recv + limit
+                {
+                    info!(heartbeat = ?self.heartbeat, silent = ?limit, "peer silent for too long; closing");
+                    self.finish(CloseReason::KeepAliveTimeout);
+                } else if let Some(hb) = self.heartbeat
+                    && self.out.len() == 0
+                    && now >= self.last_send + hb / 2
+                {
+                    self.out.heartbeat();
+                }
+            }
+            _ => {
+                if now >= self.handshake_deadline {
+                    info!(timeout = ?self.ctx.shared.config.handshake_timeout, "handshake not completed in time; closing");
+                    self.finish(CloseReason::ProtocolError);
+                }
+            }
+        }
+    }
+
+    /// The broker is shutting down: say goodbye with 320 CONNECTION_FORCED.
+    fn begin_shutdown(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Running => {
+                let mut e = AmqpError::connection_forced("broker shutdown");
+                e.close_reason = CloseReason::Shutdown;
+                self.connection_error(e, now);
+            }
+            Phase::Closing { .. } | Phase::Done(_) => {}
+            _ => self.finish(CloseReason::Shutdown),
+        }
+    }
+
+    /// The peer closed its side. `partial` tells whether it stopped inside a frame.
+    fn handle_eof(&mut self, partial: bool) {
+        let reason = match self.phase {
+            Phase::Closing { reason, .. } => reason,
+            Phase::Done(reason) => reason,
+            _ if partial => {
+                info!("peer closed the connection in the middle of a frame");
+                CloseReason::ProtocolError
+            }
+            _ => {
+                debug!("peer closed the connection without connection.close");
+                CloseReason::ClientClosed
+            }
+        };
+        self.finish(reason);
+    }
+
+    /// A socket read or write failed.
+    fn handle_io_error(&mut self, error: &std::io::Error) {
+        if self.finished().is_none() {
+            debug!(%error, "socket error");
+            self.finish(CloseReason::IoError);
+        }
+    }
+
+    /// The outbox overflowed (cannot happen with credit-bounded queue deliveries; handled for
+    /// completeness): close as a slow consumer.
+    fn handle_overflow(&mut self, now: Instant) {
+        let mut e = AmqpError::connection_forced("slow consumer: deliveries could not be written fast enough");
+        e.close_reason = CloseReason::SlowConsumer;
+        self.connection_error(e, now);
+    }
+
+    /// Reads every complete frame in `buf` (received at `now`) and acts on it.
+    fn handle_bytes(&mut self, buf: &mut BytesMut, now: Instant) {
+        self.last_recv = now;
+        loop {
+            match self.phase {
+                Phase::Done(_) => {
+                    buf.clear();
+                    return;
+                }
+                Phase::ProtocolHeader => match amqp_codec::check_protocol_header(buf) {
+                    Ok(false) => return,
+                    Ok(true) => {
+                        self.out.method(0, start_method());
+                        self.phase = Phase::StartOk;
+                    }
+                    Err(e) => {
+                        // Spec §4.2.2: answer with the header we speak, then close.
+                        info!("{e}; answering with the AMQP 0-9-1 header and closing");
+                        self.out.raw(&PROTOCOL_HEADER);
+                        self.finish(CloseReason::ProtocolError);
+                    }
+                },
+                // A subscriber of this connection's messages is full: the rest of the buffer
+                // waits until the connection loop has relieved the congestion.
+                _ if self.ctx.core.is_congesting() => return,
+                phase => {
+                    let frame = match amqp_codec::decode(buf, self.ctx.frame_max) {
+                        Ok(Some(frame)) => frame,
+                        Ok(None) => return,
+                        Err(e) => {
+                            buf.clear();
+                            if let Phase::Closing { reason, .. } = phase {
+                                self.finish(reason);
+                                return;
+                            }
+                            // Framing is lost: nothing after this can be read, so send the
+                            // reason and close without waiting for close-ok.
+                            let error = AmqpError::from(&e);
+                            let reason = error.close_reason;
+                            self.connection_error(error, now);
+                            self.finish(reason);
+                            return;
+                        }
+                    };
+                    self.handle_frame(frame, now);
+                }
+            }
+        }
+    }
 
     /// Takes deliveries drained from the outbox at `now` and writes them (or holds them back
     /// for flow control and global prefetch).
-    pub fn handle_deliveries(&mut self, batch: &mut Vec<Delivery>, now: Instant) {
+    fn handle_deliveries(&mut self, batch: &mut Vec<Delivery>, now: Instant) {
         for delivery in batch.drain(..) {
             basic::deliver(&mut self.ctx, &mut self.channels, &mut self.out, delivery, now, now);
         }
     }
 
-    /// Some queue was deleted somewhere: cancel this connection's consumers of deleted queues,
-    /// telling clients that understand it with `basic.cancel` (consumer_cancel_notify).
-    pub fn handle_queue_deletions(&mut self) {
+    /// Some queue was deleted somewhere (the registry's deletion signal): cancel this
+    /// connection's consumers of deleted queues, telling clients that understand it with
+    /// `basic.cancel` (consumer_cancel_notify).
+    fn handle_signal(&mut self, _now: Instant) {
         if self.phase != Phase::Running {
             return;
         }

@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod budget;
 mod delivery;
+pub mod drive;
 pub mod frontend;
 pub mod hold;
 pub mod listener;

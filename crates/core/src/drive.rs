@@ -1,0 +1,190 @@
+//! The connection driver: one task loop that runs any protocol session over a socket. The
+//! session is sans-IO (bytes and time in, bytes out, see [`ProtocolSession`]); the driver owns
+//! everything around it that every protocol needs alike: reading without holding a buffer while
+//! idle, writing concurrently with reading (so a client that publishes while not reading cannot
+//! deadlock the two sides), taking deliveries from the outbox in batches, the session's timer,
+//! holding back reading while a subscriber of this connection's messages is full, broker
+//! shutdown, and the clean close (the last bytes written, the session ended, then a linger so
+//! that the client reads them instead of a reset).
+//!
+//! Memory stays bounded by a client that does not read: reading and taking deliveries pause
+//! while more than [`DriveLimits::high_water`] bytes wait to be written.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::delivery::Delivery;
+use crate::listener::linger;
+use crate::router::Session;
+use tolk_metrics::CloseReason;
+
+/// How long the last bytes (a close, an error frame) may take to be written before the socket
+/// is closed anyway.
+const FINAL_FLUSH: Duration = Duration::from_secs(2);
+
+/// A protocol's connection state machine, as the driver runs it. Every method is called with
+/// the current time and returns at once; output accumulates until the driver writes it.
+pub trait ProtocolSession: Send {
+    /// The core session: its outbox, and whether this connection's publishes are held back.
+    fn core(&self) -> &Session;
+
+    /// Bytes arrived (received at `now`): `input` holds everything not yet consumed; the
+    /// session takes what it handles from the front and leaves an incomplete frame.
+    fn handle_bytes(&mut self, input: &mut BytesMut, now: Instant);
+
+    /// The peer closed its side; `partial` when it stopped inside a frame.
+    fn handle_eof(&mut self, partial: bool);
+
+    /// A socket read or write failed.
+    fn handle_io_error(&mut self, error: &io::Error);
+
+    /// Whether deliveries should be taken from the outbox now.
+    fn wants_deliveries(&self) -> bool;
+
+    /// Deliveries taken from the outbox at `now`; the session drains `batch`.
+    fn handle_deliveries(&mut self, batch: &mut Vec<Delivery>, now: Instant);
+
+    /// The outbox overflowed: this connection is a slow consumer.
+    fn handle_overflow(&mut self, now: Instant);
+
+    /// The signal the session asked the driver to watch (see [`drive`]) changed.
+    fn handle_signal(&mut self, now: Instant);
+
+    /// When [`ProtocolSession::handle_timeout`] next has work to do.
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// The deadline from [`ProtocolSession::poll_timeout`] passed.
+    fn handle_timeout(&mut self, now: Instant);
+
+    /// Counts as hearing from the peer: the driver did not read meanwhile (a subscriber of this
+    /// connection's messages was full), so the silence is not the peer's.
+    fn excuse_silence(&mut self, now: Instant);
+
+    /// The broker is shutting down: say the protocol's goodbye.
+    fn begin_shutdown(&mut self, now: Instant);
+
+    /// Bytes waiting to be written.
+    fn pending_output(&self) -> &[u8];
+
+    /// `n` bytes of [`ProtocolSession::pending_output`] were written at `now` (egress latency
+    /// is recorded here, after the write).
+    fn advance_output(&mut self, n: usize, now: Instant);
+
+    /// Why the connection ended, once it has: the driver writes what is pending and closes.
+    fn finished(&self) -> Option<CloseReason>;
+}
+
+/// A front end's sizes for its connections.
+#[derive(Debug, Clone, Copy)]
+pub struct DriveLimits {
+    /// Output bytes above which the driver stops reading and taking deliveries.
+    pub high_water: usize,
+    /// Bytes asked of the socket per read.
+    pub read_chunk: usize,
+    /// Deliveries taken from the outbox per wake-up.
+    pub delivery_batch: usize,
+}
+
+/// Runs `session` over `stream` until it finishes, the peer goes or the broker shuts down;
+/// returns why it ended. `signal`, when given, is watched for changes on the session's behalf
+/// (AMQP: queues deleted elsewhere). The session is dropped before the socket lingers, so that
+/// a client that is gone holds nothing (subscriptions, held publishers) while it drains.
+pub async fn drive<S: ProtocolSession>(
+    mut session: S,
+    mut stream: TcpStream,
+    shutdown: CancellationToken,
+    mut signal: Option<watch::Receiver<u64>>,
+    limits: DriveLimits,
+) -> CloseReason {
+    let reason = run(&mut session, &mut stream, &shutdown, &mut signal, limits).await;
+    let (mut reader, mut writer) = stream.split();
+    let flush = writer.write_all(session.pending_output());
+    let _ = tokio::time::timeout(FINAL_FLUSH, flush).await;
+    drop(session);
+    // Boxed: it runs once per connection, and should not size the task of every idle one.
+    Box::pin(linger(&mut reader, &mut writer, &shutdown)).await;
+    reason
+}
+
+async fn run<S: ProtocolSession>(
+    session: &mut S,
+    stream: &mut TcpStream,
+    shutdown: &CancellationToken,
+    signal: &mut Option<watch::Receiver<u64>>,
+    limits: DriveLimits,
+) -> CloseReason {
+    let (reader, mut writer) = stream.split();
+    // Empty until bytes arrive, and released once they are all handled: an idle connection
+    // holds no read buffer.
+    let mut input = BytesMut::new();
+    let mut batch = Vec::with_capacity(limits.delivery_batch);
+    let mut shutting_down = false;
+    // One timer for the connection's life, moved to each new deadline: a deadline that only
+    // moves later (heartbeats) costs an atomic store, not a timer-wheel insertion per event.
+    let mut timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+    loop {
+        if let Some(reason) = session.finished() {
+            return reason;
+        }
+        if input.is_empty() && input.capacity() > 0 {
+            input = BytesMut::new();
+        }
+        let backlog = session.pending_output().len();
+        let deadline = session.poll_timeout();
+        if let Some(at) = deadline {
+            timer.as_mut().reset(at.into());
+        }
+        // While a subscriber of this connection's messages is full, stop reading: TCP then
+        // slows the publisher down instead of the subscriber being dropped.
+        let congested = session.core().is_congesting();
+        let watching = signal.is_some();
+        tokio::select! {
+            _ = shutdown.cancelled(), if !shutting_down => {
+                shutting_down = true;
+                session.begin_shutdown(Instant::now());
+            }
+            // Waits for readability without a buffer; one is allocated only when bytes are there.
+            ready = reader.readable(), if backlog < limits.high_water && !congested => {
+                input.reserve(limits.read_chunk);
+                match ready.and_then(|()| reader.try_read_buf(&mut input)) {
+                    Ok(0) => session.handle_eof(!input.is_empty()),
+                    Ok(_) => session.handle_bytes(&mut input, Instant::now()),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => session.handle_io_error(&e),
+                }
+            }
+            written = writer.write(session.pending_output()), if backlog > 0 => match written {
+                Ok(0) => session.handle_io_error(&io::ErrorKind::WriteZero.into()),
+                Ok(n) => session.advance_output(n, Instant::now()),
+                Err(e) => session.handle_io_error(&e),
+            },
+            drained = session.core().receiver().drain(&mut batch, limits.delivery_batch),
+                if session.wants_deliveries() && backlog < limits.high_water => match drained {
+                Ok(_) => session.handle_deliveries(&mut batch, Instant::now()),
+                Err(_) => session.handle_overflow(Instant::now()),
+            },
+            changed = async { signal.as_mut().expect("watched only when present").changed().await }, if watching => {
+                match changed {
+                    Ok(()) => session.handle_signal(Instant::now()),
+                    // The sender is gone: nothing more to watch.
+                    Err(_) => *signal = None,
+                }
+            }
+            () = session.core().relieve_congestion(), if congested => {
+                session.handle_bytes(&mut input, Instant::now());
+            }
+            () = timer.as_mut(), if deadline.is_some() => {
+                if congested {
+                    session.excuse_silence(Instant::now());
+                }
+                session.handle_timeout(Instant::now());
+            }
+        }
+    }
+}
