@@ -501,10 +501,9 @@ fn get(ctx: &mut Ctx, ch: &mut Channel, out: &mut Output, m: basic::Get, now: In
             continue;
         }
         ch.next_delivery_tag += 1;
-        ctx.metrics.protocol(Protocol::Amqp).messages_out.fetch_add(1, Ordering::Relaxed);
         let qos = message.qos;
         let record = Delivery { redelivered, ..Delivery::new(message, qos, now) };
-        out.record_when_written(record, now);
+        out.record_when_written(record, now, false);
         if let Some(ack) = ack {
             ch.get_unacked += 1;
             ch.unacked.insert(tag, Unacked { ack, consumer: None });
@@ -611,15 +610,17 @@ fn write_delivery(ctx: &mut Ctx, ch: &mut Channel, out: &mut Output, mut d: Deli
         return;
     }
     ch.next_delivery_tag += 1;
-    ctx.metrics.protocol(Protocol::Amqp).messages_out.fetch_add(1, Ordering::Relaxed);
+    let mut settle = false;
     if let Some(ack) = ack {
         if consumer.no_ack {
-            ack.ack();
+            // Settled once written: a connection that dies first puts it back.
+            d.ack = Some(ack);
+            settle = true;
         } else {
             consumer.unacked += 1;
             ch.consumer_unacked += 1;
             ch.unacked.insert(tag, Unacked { ack, consumer: Some(d.tag) });
         }
     }
-    out.record_when_written(d, taken_at);
+    out.record_when_written(d, taken_at, settle);
 }

@@ -1,34 +1,26 @@
-//! Encoded frames on their way to the socket, and the deliveries among them whose egress
-//! latency is recorded once their bytes are written.
+//! Encoded frames on their way to the socket, and the deliveries among them, accounted for
+//! once their bytes are written (the core's [`Egress`]).
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use amq_protocol::protocol::AMQPClass;
+use tolk_core::drive::Egress;
 use tolk_core::{Delivery, Metrics, Protocol};
 use tracing::warn;
 
 use amqp_codec::{EncodeError, Encoder};
 
-/// Encoded frames waiting for the socket, and the deliveries among them whose latency is
-/// recorded once their bytes are written.
+/// Encoded frames waiting for the socket, and the deliveries among them.
 pub(crate) struct Output {
     buf: Vec<u8>,
     written: usize,
     encoder: Encoder,
-    written_total: u64,
-    pending_records: VecDeque<(u64, Delivery, Instant)>,
+    egress: Egress,
 }
 
 impl Output {
     pub(crate) fn new() -> Self {
-        Output {
-            buf: Vec::new(),
-            written: 0,
-            encoder: Encoder::default(),
-            written_total: 0,
-            pending_records: VecDeque::new(),
-        }
+        Output { buf: Vec::new(), written: 0, encoder: Encoder::default(), egress: Egress::new(Protocol::Amqp) }
     }
 
     pub fn method(&mut self, channel: u16, method: AMQPClass) {
@@ -77,15 +69,14 @@ impl Output {
         self.buf.len() - self.written
     }
 
-    /// Remembers a delivery whose latency is recorded once everything queued so far is written.
-    pub fn record_when_written(&mut self, delivery: Delivery, taken_at: Instant) {
-        let end = self.written_total + self.len() as u64;
-        self.pending_records.push_back((end, delivery, taken_at));
+    /// Remembers a delivery, counted and its latency recorded once everything queued so far is
+    /// written; `settle` acks its queue delivery then (no-ack consumers).
+    pub fn record_when_written(&mut self, delivery: Delivery, taken_at: Instant, settle: bool) {
+        self.egress.record(self.len(), delivery, taken_at, settle);
     }
 
     pub(crate) fn advance(&mut self, n: usize, now: Instant, metrics: &Metrics) {
         self.written = (self.written + n).min(self.buf.len());
-        self.written_total += n as u64;
         if self.written == self.buf.len() {
             // Everything is out: give the buffer back, so an idle connection holds none.
             self.buf = Vec::new();
@@ -94,10 +85,6 @@ impl Output {
             self.buf.drain(..self.written);
             self.written = 0;
         }
-        while self.pending_records.front().is_some_and(|(end, _, _)| *end <= self.written_total) {
-            if let Some((_, delivery, taken_at)) = self.pending_records.pop_front() {
-                tolk_core::frontend::record_delivery(metrics, Protocol::Amqp, &delivery, taken_at, now);
-            }
-        }
+        self.egress.written(n, now, metrics);
     }
 }

@@ -10,6 +10,10 @@
 //! Memory stays bounded by a client that does not read: reading and taking deliveries pause
 //! while more than [`DriveLimits::high_water`] bytes wait to be written.
 
+mod egress;
+
+pub use egress::Egress;
+
 use std::io;
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,93 @@
+//! Deliveries on their way out, accounted for once their bytes are written, not when they are
+//! encoded: the egress and end-to-end latency hops, `tolk_messages_out_total`, and the
+//! settling of queue deliveries that need no acknowledgement from the client (AMQP no-ack,
+//! STOMP `ack:auto`), which a connection dying before the write must not have settled.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use tolk_metrics::{Metrics, Protocol};
+
+use crate::delivery::Delivery;
+use crate::frontend::record_delivery;
+
+/// A delivery whose bytes end at stream offset `end`.
+struct Pending {
+    end: u64,
+    delivery: Delivery,
+    taken_at: Instant,
+    settle: bool,
+}
+
+/// One connection's deliveries between encoding and the socket.
+pub struct Egress {
+    protocol: Protocol,
+    written_total: u64,
+    pending: VecDeque<Pending>,
+}
+
+impl Egress {
+    /// Accounting for a connection of `protocol`.
+    pub fn new(protocol: Protocol) -> Self {
+        Egress { protocol, written_total: 0, pending: VecDeque::new() }
+    }
+
+    /// `delivery`, taken from the outbox at `taken_at`, was encoded; its bytes end with the
+    /// `unwritten` bytes now waiting for the socket. `settle`: ack its queue delivery once
+    /// written.
+    pub fn record(&mut self, unwritten: usize, delivery: Delivery, taken_at: Instant, settle: bool) {
+        let end = self.written_total + unwritten as u64;
+        self.pending.push_back(Pending { end, delivery, taken_at, settle });
+    }
+
+    /// `n` more bytes were written at `now`: every delivery they complete is counted, its hops
+    /// recorded and, if asked, its queue delivery settled.
+    pub fn written(&mut self, n: usize, now: Instant, metrics: &Metrics) {
+        self.written_total += n as u64;
+        let mut done = 0;
+        while let Some(p) = self.pending.front()
+            && p.end <= self.written_total
+        {
+            let p = self.pending.pop_front().expect("front exists");
+            record_delivery(metrics, self.protocol, &p.delivery, p.taken_at, now);
+            if p.settle
+                && let Some(ack) = &p.delivery.ack
+            {
+                ack.ack();
+            }
+            done += 1;
+        }
+        if done > 0 {
+            metrics.protocol(self.protocol).messages_out.fetch_add(done, Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::message::{Message, Origin, QoS, SessionId};
+
+    fn delivery() -> Delivery {
+        let origin = Origin { protocol: Protocol::Mqtt, session: SessionId(1), client_id: "c".into() };
+        Delivery::new(Arc::new(Message::new("t", "x", origin)), QoS::AtMostOnce, Instant::now())
+    }
+
+    #[test]
+    fn a_delivery_counts_once_its_last_byte_is_written() {
+        let metrics = Metrics::new();
+        let mut egress = Egress::new(Protocol::Stomp);
+        egress.record(10, delivery(), Instant::now(), false);
+        egress.record(25, delivery(), Instant::now(), false);
+        let out = || metrics.protocol(Protocol::Stomp).messages_out.load(Relaxed);
+        egress.written(9, Instant::now(), &metrics);
+        assert_eq!(out(), 0, "one byte of the first is still waiting");
+        egress.written(1, Instant::now(), &metrics);
+        assert_eq!(out(), 1);
+        egress.written(15, Instant::now(), &metrics);
+        assert_eq!(out(), 2);
+    }
+}
