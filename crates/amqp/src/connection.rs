@@ -13,8 +13,10 @@ use crate::context::Shared;
 use crate::session::AmqpSession;
 
 /// Reading and taking deliveries pause above 256 KiB of unwritten output; 8 KiB per read; 64
-/// deliveries per wake-up.
-pub const LIMITS: DriveLimits = DriveLimits { high_water: 256 * 1024, read_chunk: 8 * 1024, delivery_batch: 64 };
+/// deliveries per wake-up. No write timeout: a consumer that does not read fills its prefetch
+/// and the high-water mark, and its queue serves other consumers.
+pub const LIMITS: DriveLimits =
+    DriveLimits { high_water: 256 * 1024, read_chunk: 8 * 1024, delivery_batch: 64, write_timeout: None };
 
 /// Runs one accepted connection to its end.
 pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {

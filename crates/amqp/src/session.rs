@@ -414,9 +414,10 @@ impl ProtocolSession for AmqpSession {
         }
     }
 
-    /// Whether queue deliveries should be taken from the outbox now.
-    fn wants_deliveries(&self) -> bool {
-        self.phase == Phase::Running
+    /// Queue deliveries are taken once the connection is open, as many as there are (each
+    /// consumer's credit bounds them).
+    fn delivery_window(&self) -> usize {
+        if self.phase == Phase::Running { usize::MAX } else { 0 }
     }
 
     /// The next instant at which [`AmqpSession::handle_timeout`] has work to do.

@@ -49,7 +49,8 @@ pub struct StompConfig {
     /// Time a new connection has to send its CONNECT (or STOMP) frame before it is closed.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
-    /// Time a write to a client may take before the client is dropped as a slow consumer.
+    /// Time pending output may wait without the socket taking any of it before the client is
+    /// dropped as a slow consumer.
     #[serde(with = "humantime_serde")]
     pub write_timeout: Duration,
     /// Subscriptions one connection may hold; SUBSCRIBE beyond it is answered with ERROR.

@@ -1,33 +1,25 @@
-//! The per-connection task: one `tokio::select!` over socket reads, outbox deliveries, the
-//! session's timer and broker shutdown. It owns the socket, the read buffer and the decoder;
-//! every decision is the [`StompSession`]'s. After each event it writes everything the session
-//! produced and flushes once.
+//! One STOMP connection: the [`StompSession`], the decoder in front of it and the publishes
+//! held back while a subscriber is full, as a [`ProtocolSession`] the core's connection driver
+//! ([`tolk_core::drive`]) runs. Every decision is the session's.
 //!
 //! The decoder is driven straight from the read buffer (no `FramedRead`) so that every byte
 //! read, not only every complete frame, counts as proof of life for heart-beating.
 
+use std::io;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use bytes::BytesMut;
 use stomp_codec::{Command, Decoded, Decoder, Frame};
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::time::{sleep_until, timeout};
+use tolk_core::auth::Authenticator;
+use tolk_core::drive::{DriveLimits, Egress, ProtocolSession, drive};
 use tolk_core::hold::{self, Held, HeldInput};
-use tolk_core::listener::{Connection, ConnectionHandler, linger};
-use tolk_core::{CloseReason, Protocol, frontend::record_delivery};
+use tolk_core::listener::{Connection, ConnectionHandler};
+use tolk_core::{CloseReason, Delivery, Metrics, Protocol, Session};
 use tracing::debug;
 
 use crate::config::StompConfig;
-use crate::session::{Now, StompSession, Written};
-use tolk_core::auth::Authenticator;
-
-/// Bytes asked of the socket per read.
-const READ_CHUNK: usize = 8 * 1024;
-/// Deliveries taken from the outbox per wake-up, so one flush covers a burst.
-const BATCH: usize = 64;
+use crate::session::{Now, StompSession};
 
 /// What every connection shares: configuration and the authentication hook.
 pub(crate) struct StompHandler {
@@ -48,139 +40,136 @@ impl ConnectionHandler for StompHandler {
 }
 
 /// Runs one STOMP connection to its end.
-pub(crate) async fn run(handler: Arc<StompHandler>, connection: Connection) -> CloseReason {
+async fn run(handler: Arc<StompHandler>, connection: Connection) -> CloseReason {
     let Connection { stream, peer, shutdown, router } = connection;
-    let (mut reader, mut writer) = stream.into_split();
-    let metrics = router.metrics().clone();
     let config = handler.config.clone();
     let core = router.open_session(Protocol::Stomp);
-    let mut session = StompSession::new(config.clone(), handler.auth.clone(), peer, core, Instant::now());
-    let mut decoder = Decoder::new(config.limits());
-    // Empty until bytes arrive, and released once they are all decoded: an idle connection
-    // holds no read buffer.
-    let mut input = BytesMut::new();
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut written: Vec<Written> = Vec::new();
-    let mut held = None;
+    let session = StompSession::new(config.clone(), handler.auth.clone(), peer, core, Instant::now());
+    let connection = StompConnection {
+        decoder: Decoder::new(config.limits()),
+        session,
+        held: None,
+        egress: Egress::new(Protocol::Stomp),
+        metrics: router.metrics().clone(),
+        finished: None,
+    };
+    // 8 KiB per read, 64 deliveries per wake-up, reading paused above 256 KiB of unwritten
+    // output, and a client that takes none of it for `write_timeout` is a slow consumer.
+    let limits = DriveLimits {
+        high_water: 256 * 1024,
+        read_chunk: 8 * 1024,
+        delivery_batch: 64,
+        write_timeout: Some(config.write_timeout),
+    };
+    drive(connection, stream, shutdown, None, limits).await
+}
 
-    // One timer for the connection's life, moved to each new deadline: a deadline that only
-    // moves later (heart-beats) costs an atomic store, not a timer-wheel insertion per event.
-    let mut timer = Box::pin(sleep_until(Instant::now().into()));
-    loop {
-        let deadline = session.poll_timeout();
-        if let Some(at) = deadline {
-            timer.as_mut().reset(at.into());
-        }
-        if input.is_empty() && input.capacity() > 0 {
-            input = BytesMut::new();
-        }
-        // While a subscriber of this client's messages is full, its SENDs are held back (ACKs
-        // still pass); once as much is held as may be, reading stops: TCP then slows the
-        // publisher down instead of the subscriber being dropped.
-        let congested = session.core().is_congesting();
-        let reading = hold::may_read(&held);
-        let max_deliveries = if session.accepts_deliveries() { BATCH } else { 0 };
-        let step = tokio::select! {
-            _ = shutdown.cancelled() => Err(session.handle_shutdown()),
-            // Waits for readability without a buffer; one is allocated only when bytes are there.
-            read = read_some(&reader, &mut input), if reading => match read {
-                Ok(None) => Ok(()),
-                Ok(Some(0)) if input.is_empty() => return CloseReason::ClientClosed,
-                Ok(Some(0)) => {
-                    debug!(buffered = input.len(), "connection ended inside a frame");
-                    return CloseReason::IoError;
-                }
-                Ok(Some(_)) => {
-                    session.note_read(Instant::now());
-                    decode_input(&mut decoder, &mut input, &mut session, &mut held)
-                }
-                Err(e) => {
-                    debug!(error = %e, "read failed");
-                    return CloseReason::IoError;
-                }
-            },
-            // Polled even when the client holds all the unacknowledged messages it may (max 0):
-            // it then returns only when the outbox overflows, which is how a client that stops
-            // acknowledging is told and closed instead of being dropped from silently.
-            drained = session.receiver().drain(&mut batch, max_deliveries) => match drained {
-                Ok(_) => {
-                    let now = Now::current();
-                    written.extend(batch.drain(..).filter_map(|d| session.handle_delivery(d, now)));
-                    Ok(())
-                }
-                Err(_overflowed) => Err(session.handle_slow_consumer()),
-            },
-            () = session.core().relieve_congestion(), if congested => {
-                session.note_read(Instant::now());
-                decode_input(&mut decoder, &mut input, &mut session, &mut held)
-            }
-            () = timer.as_mut(), if deadline.is_some() => {
-                if !reading {
-                    // Not read meanwhile: the silence is the broker's, not the client's.
-                    session.note_read(Instant::now());
-                }
-                session.handle_timeout(Instant::now())
-            }
-        };
+/// A STOMP connection as the driver sees it.
+struct StompConnection {
+    session: StompSession,
+    decoder: Decoder,
+    /// SENDs held back while a subscriber of this client's messages is full (see [`hold`]).
+    held: Option<Box<Held<Frame>>>,
+    egress: Egress,
+    metrics: Arc<Metrics>,
+    finished: Option<CloseReason>,
+}
 
-        if let Some(mut out) = session.take_output() {
-            match timeout(config.write_timeout, writer.write_all_buf(&mut out)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    debug!(error = %e, "write failed");
-                    return CloseReason::IoError;
-                }
-                Err(_) => {
-                    debug!(timeout = ?config.write_timeout, "write timed out");
-                    return CloseReason::SlowConsumer;
-                }
-            }
-            let written_at = Instant::now();
-            session.note_written(written_at);
-            let counters = metrics.protocol(Protocol::Stomp);
-            for w in written.drain(..) {
-                counters.messages_out.fetch_add(1, Relaxed);
-                record_delivery(&metrics, Protocol::Stomp, &w.delivery, w.taken_at, written_at);
-                if w.settle
-                    && let Some(ack) = &w.delivery.ack
-                {
-                    ack.ack();
-                }
-            }
-        }
-
-        if let Err(reason) = step {
-            // Subscriptions end before lingering: a client that is gone must not hold
-            // publishers back for the second the socket drains.
-            drop(session);
-            Box::pin(linger(&mut reader, &mut writer, &shutdown)).await;
-            return reason;
-        }
+impl StompConnection {
+    fn end(&mut self, reason: CloseReason) {
+        self.finished.get_or_insert(reason);
     }
 }
 
-/// Waits until the socket is readable, then reads what is there into `input` (growing it
-/// only now). `None` when the readiness was spurious.
-async fn read_some(reader: &OwnedReadHalf, input: &mut BytesMut) -> std::io::Result<Option<usize>> {
-    reader.readable().await?;
-    input.reserve(READ_CHUNK);
-    match reader.try_read_buf(input) {
-        Ok(n) => Ok(Some(n)),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
-        Err(e) => Err(e),
+impl ProtocolSession for StompConnection {
+    fn core(&self) -> &Session {
+        self.session.core()
     }
-}
 
-/// Hands every complete frame in `input` to the session, holding SENDs back while a
-/// subscriber of this client's messages is full (see [`hold`]); stops at the first frame
-/// that ends the connection.
-fn decode_input(
-    decoder: &mut Decoder,
-    input: &mut BytesMut,
-    session: &mut StompSession,
-    held: &mut Option<Box<Held<Frame>>>,
-) -> Result<(), CloseReason> {
-    hold::handle_input(&mut Input { decoder, input, session }, held)
+    fn handle_bytes(&mut self, input: &mut BytesMut, now: Instant) {
+        if self.finished.is_some() {
+            input.clear();
+            return;
+        }
+        self.session.note_read(now);
+        let StompConnection { decoder, session, held, .. } = self;
+        if let Err(reason) = hold::handle_input(&mut Input { decoder, input, session }, held) {
+            self.end(reason);
+        }
+    }
+
+    fn handle_eof(&mut self, partial: bool) {
+        if partial {
+            debug!("connection ended inside a frame");
+            self.end(CloseReason::IoError);
+        } else {
+            self.end(CloseReason::ClientClosed);
+        }
+    }
+
+    fn handle_io_error(&mut self, error: &io::Error) {
+        debug!(%error, "socket error");
+        self.end(CloseReason::IoError);
+    }
+
+    /// Publishes are held back here (ACKs and NACKs still pass) until as much is held as may
+    /// be; only then does reading stop.
+    fn may_read(&self) -> bool {
+        hold::may_read(&self.held)
+    }
+
+    fn delivery_window(&self) -> usize {
+        if self.finished.is_none() && self.session.accepts_deliveries() { usize::MAX } else { 0 }
+    }
+
+    fn handle_deliveries(&mut self, batch: &mut Vec<Delivery>, now: Instant) {
+        let now = Now { instant: now, wall: std::time::SystemTime::now() };
+        for delivery in batch.drain(..) {
+            if let Some(w) = self.session.handle_delivery(delivery, now) {
+                self.egress.record(self.session.output().len(), w.delivery, w.taken_at, w.settle);
+            }
+        }
+    }
+
+    fn handle_overflow(&mut self, _now: Instant) {
+        let reason = self.session.handle_slow_consumer();
+        self.end(reason);
+    }
+
+    /// STOMP watches no signal.
+    fn handle_signal(&mut self, _now: Instant) {}
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.finished.is_some() { None } else { self.session.poll_timeout() }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if let Err(reason) = self.session.handle_timeout(now) {
+            self.end(reason);
+        }
+    }
+
+    fn excuse_silence(&mut self, now: Instant) {
+        self.session.note_read(now);
+    }
+
+    fn begin_shutdown(&mut self, _now: Instant) {
+        let reason = self.session.handle_shutdown();
+        self.end(reason);
+    }
+
+    fn pending_output(&self) -> &[u8] {
+        self.session.output()
+    }
+
+    fn advance_output(&mut self, n: usize, now: Instant) {
+        self.session.advance_output(n, now);
+        self.egress.written(n, now, &self.metrics);
+    }
+
+    fn finished(&self) -> Option<CloseReason> {
+        self.finished
+    }
 }
 
 /// A connection's read input, as [`hold::handle_input`] drives it.

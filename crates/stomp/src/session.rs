@@ -1,7 +1,7 @@
 //! [`StompSession`]: the protocol state machine of one connection, quinn-style. It owns no
-//! socket and reads no clock: the connection task feeds it frames, deliveries and timer
-//! expiries with the current time, and collects the bytes it wants written with
-//! [`StompSession::take_output`]. It talks to the core through its [`Session`].
+//! socket and reads no clock: the connection (`connection.rs`) feeds it frames, deliveries
+//! and timer expiries with the current time, and writes the bytes of
+//! [`StompSession::output`]. It talks to the core through its [`Session`].
 //!
 //! Every error is fatal (STOMP has no non-fatal error frame): the session writes ERROR, moves
 //! to [`Phase::Closed`] and returns the close reason; the connection flushes and closes.
@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use stomp_codec::{Command, DecodeError, Encoder, Frame, Utf8Bytes, Version, encode_heartbeat};
 use tolk_core::{
-    CloseReason, Delivery, DropReason, Message, Origin, OutboxReceiver, Protocol, QoS, Queue, QueueOptions, QueuePush,
-    Session, SubscriptionOptions,
+    CloseReason, Delivery, DropReason, Message, Origin, Protocol, QoS, Queue, QueueOptions, QueuePush, Session,
+    SubscriptionOptions,
 };
 use tracing::{debug, info, warn};
 
@@ -144,11 +144,6 @@ impl StompSession {
         &self.core
     }
 
-    /// The core outbox this session's deliveries arrive in.
-    pub fn receiver(&self) -> &OutboxReceiver {
-        self.core.receiver()
-    }
-
     /// Whether the connection should take more deliveries: only once connected, and not while
     /// the client holds `max_unacked_messages` unacknowledged MESSAGEs (back-pressure instead
     /// of unbounded bookkeeping).
@@ -165,9 +160,19 @@ impl StompSession {
         }
     }
 
-    /// Bytes to write, if any.
-    pub fn take_output(&mut self) -> Option<BytesMut> {
-        (!self.out.is_empty()).then(|| self.out.split())
+    /// Bytes waiting to be written.
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// `n` bytes of [`StompSession::output`] were written at `now`.
+    pub fn advance_output(&mut self, n: usize, now: Instant) {
+        self.out.advance(n);
+        if self.out.is_empty() {
+            // Everything is out: give the buffer back, so an idle connection holds none.
+            self.out = BytesMut::new();
+        }
+        self.note_written(now);
     }
 
     /// Bytes arrived from the client (any bytes count as a heart-beat).
@@ -177,8 +182,8 @@ impl StompSession {
         }
     }
 
-    /// The output was written to the socket.
-    pub fn note_written(&mut self, now: Instant) {
+    /// Output was written to the socket (heart-beats are due only after silence).
+    fn note_written(&mut self, now: Instant) {
         if let Phase::Connected { liveness, .. } = &mut self.phase {
             liveness.note_write(now);
         }
@@ -593,8 +598,10 @@ mod tests {
         StompSession::new(Arc::new(config), Arc::new(AllowAll), "127.0.0.1:9".parse().unwrap(), core, t0)
     }
 
-    fn frames(session: &mut StompSession) -> Vec<Decoded> {
-        let mut out = session.take_output().unwrap_or_default();
+    /// What the session wrote, taken as written at `now`.
+    fn frames(session: &mut StompSession, now: Instant) -> Vec<Decoded> {
+        let mut out = BytesMut::from(session.output());
+        session.advance_output(out.len(), now);
         let mut decoder = Decoder::default();
         std::iter::from_fn(|| decoder.decode(&mut out).unwrap()).collect()
     }
@@ -615,22 +622,20 @@ mod tests {
         let connect =
             Frame::new(Command::Connect).with_header("accept-version", "1.2").with_header("heart-beat", "500,50");
         assert_eq!(s.handle_frame(connect, at(t0)), Ok(()));
-        assert!(matches!(frames(&mut s).as_slice(), [Decoded::Frame(f)] if f.command == Command::Connected));
-        s.note_written(t0);
+        assert!(matches!(frames(&mut s, t0).as_slice(), [Decoded::Frame(f)] if f.command == Command::Connected));
 
         // Broker → client every max(sx 100, cy 50) = 100 ms; client → broker max(cx 500, sy 1000).
         assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_millis(100)));
         let t1 = t0 + Duration::from_millis(100);
         assert_eq!(s.handle_timeout(t1), Ok(()));
-        assert_eq!(frames(&mut s), vec![Decoded::HeartBeat]);
-        s.note_written(t1);
+        assert_eq!(frames(&mut s, t1), vec![Decoded::HeartBeat]);
         s.note_read(t0 + Duration::from_millis(900));
 
         let dead = t0 + Duration::from_millis(900 + 2000);
         assert_eq!(s.handle_timeout(dead - Duration::from_millis(1)), Ok(()));
-        let _ = frames(&mut s);
+        let _ = frames(&mut s, dead);
         assert_eq!(s.handle_timeout(dead), Err(CloseReason::KeepAliveTimeout));
-        assert!(matches!(frames(&mut s).as_slice(), [Decoded::Frame(f)] if f.command == Command::Error));
+        assert!(matches!(frames(&mut s, dead).as_slice(), [Decoded::Frame(f)] if f.command == Command::Error));
         assert_eq!(s.poll_timeout(), None);
     }
 
@@ -647,7 +652,7 @@ mod tests {
         assert!(s.accepts_deliveries());
         let bye = Frame::new(Command::Disconnect).with_header("receipt", "77");
         assert_eq!(s.handle_frame(bye, at(t0)), Err(CloseReason::ClientClosed));
-        let out = frames(&mut s);
+        let out = frames(&mut s, t0);
         assert!(matches!(out.last(), Some(Decoded::Frame(f)) if f.header("receipt-id") == Some("77")));
         assert!(!s.accepts_deliveries());
     }

@@ -22,6 +22,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::debug;
 
 use crate::delivery::Delivery;
 use crate::listener::linger;
@@ -48,8 +49,17 @@ pub trait ProtocolSession: Send {
     /// A socket read or write failed.
     fn handle_io_error(&mut self, error: &io::Error);
 
-    /// Whether deliveries should be taken from the outbox now.
-    fn wants_deliveries(&self) -> bool;
+    /// Whether the driver should read now. False while a subscriber of this connection's
+    /// messages is full and the session holds back no more input (TCP then slows the
+    /// publisher down); a session that lets acknowledgements through meanwhile keeps reading
+    /// for a while and holds its publishes back itself.
+    fn may_read(&self) -> bool {
+        !self.core().is_congesting()
+    }
+
+    /// How many deliveries it takes from the outbox now (0: none, but the outbox is still
+    /// watched, so that an overflow is noticed even while the client may take nothing).
+    fn delivery_window(&self) -> usize;
 
     /// Deliveries taken from the outbox at `now`; the session drains `batch`.
     fn handle_deliveries(&mut self, batch: &mut Vec<Delivery>, now: Instant);
@@ -93,6 +103,9 @@ pub struct DriveLimits {
     pub read_chunk: usize,
     /// Deliveries taken from the outbox per wake-up.
     pub delivery_batch: usize,
+    /// Longest time the driver waits for the socket to take pending output; then the
+    /// connection is closed as a slow consumer. `None`: no limit beyond `high_water`.
+    pub write_timeout: Option<Duration>,
 }
 
 /// Runs `session` over `stream` until it finishes, the peer goes or the broker shuts down;
@@ -132,6 +145,8 @@ async fn run<S: ProtocolSession>(
     // One timer for the connection's life, moved to each new deadline: a deadline that only
     // moves later (heartbeats) costs an atomic store, not a timer-wheel insertion per event.
     let mut timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+    // When the socket last took output (or output started waiting).
+    let mut write_progress = Instant::now();
     loop {
         if let Some(reason) = session.finished() {
             return reason;
@@ -140,13 +155,24 @@ async fn run<S: ProtocolSession>(
             input = BytesMut::new();
         }
         let backlog = session.pending_output().len();
-        let deadline = session.poll_timeout();
+        let stalled_at = limits.write_timeout.filter(|_| backlog > 0).map(|t| write_progress + t);
+        if stalled_at.is_some_and(|at| at <= Instant::now()) {
+            debug!(timeout = ?limits.write_timeout, backlog, "output not taken in time; slow consumer");
+            return CloseReason::SlowConsumer;
+        }
+        if backlog == 0 {
+            write_progress = Instant::now();
+        }
+        let deadline = match (session.poll_timeout(), stalled_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if let Some(at) = deadline {
             timer.as_mut().reset(at.into());
         }
-        // While a subscriber of this connection's messages is full, stop reading: TCP then
-        // slows the publisher down instead of the subscriber being dropped.
         let congested = session.core().is_congesting();
+        let reading = session.may_read() && backlog < limits.high_water;
+        let window = if backlog < limits.high_water { session.delivery_window().min(limits.delivery_batch) } else { 0 };
         let watching = signal.is_some();
         tokio::select! {
             _ = shutdown.cancelled(), if !shutting_down => {
@@ -154,7 +180,7 @@ async fn run<S: ProtocolSession>(
                 session.begin_shutdown(Instant::now());
             }
             // Waits for readability without a buffer; one is allocated only when bytes are there.
-            ready = reader.readable(), if backlog < limits.high_water && !congested => {
+            ready = reader.readable(), if reading => {
                 input.reserve(limits.read_chunk);
                 match ready.and_then(|()| reader.try_read_buf(&mut input)) {
                     Ok(0) => session.handle_eof(!input.is_empty()),
@@ -165,26 +191,35 @@ async fn run<S: ProtocolSession>(
             }
             written = writer.write(session.pending_output()), if backlog > 0 => match written {
                 Ok(0) => session.handle_io_error(&io::ErrorKind::WriteZero.into()),
-                Ok(n) => session.advance_output(n, Instant::now()),
+                Ok(n) => {
+                    write_progress = Instant::now();
+                    session.advance_output(n, write_progress);
+                }
                 Err(e) => session.handle_io_error(&e),
             },
-            drained = session.core().receiver().drain(&mut batch, limits.delivery_batch),
-                if session.wants_deliveries() && backlog < limits.high_water => match drained {
+            // Polled even with a window of 0: it then returns only when the outbox overflows,
+            // which is how a client that stops acknowledging is told and closed instead of
+            // being dropped from silently.
+            drained = session.core().receiver().drain(&mut batch, window) => match drained {
                 Ok(_) => session.handle_deliveries(&mut batch, Instant::now()),
                 Err(_) => session.handle_overflow(Instant::now()),
             },
-            changed = async { signal.as_mut().expect("watched only when present").changed().await }, if watching => {
+            // Boxed when polled, as the congestion wait below: rare events whose futures should
+            // not size the task of every idle connection (every branch's future is built on each
+            // round, enabled or not).
+            changed = async { Box::pin(signal.as_mut().expect("watched only when present").changed()).await }, if watching => {
                 match changed {
                     Ok(()) => session.handle_signal(Instant::now()),
                     // The sender is gone: nothing more to watch.
                     Err(_) => *signal = None,
                 }
             }
-            () = session.core().relieve_congestion(), if congested => {
+            () = async { Box::pin(session.core().relieve_congestion()).await }, if congested => {
                 session.handle_bytes(&mut input, Instant::now());
             }
             () = timer.as_mut(), if deadline.is_some() => {
-                if congested {
+                if !reading {
+                    // Not read meanwhile: the silence is the broker's, not the peer's.
                     session.excuse_silence(Instant::now());
                 }
                 session.handle_timeout(Instant::now());
