@@ -18,11 +18,12 @@ use crate::session::AmqpSession;
 pub const LIMITS: DriveLimits =
     DriveLimits { high_water: 256 * 1024, read_chunk: 8 * 1024, delivery_batch: 64, write_timeout: None };
 
-/// Runs one accepted connection to its end.
-pub async fn run(shared: Arc<Shared>, connection: Connection) -> CloseReason {
+/// Runs one accepted connection to its end. Not an `async fn`: the session is made here and
+/// moved into the driver's future, which is all the connection's task holds.
+pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
     let Connection { stream, peer, shutdown, router } = connection;
     let core = router.open_session(Protocol::Amqp);
     let deletions = shared.registry.queue_deletions();
     let session = AmqpSession::new(shared, core, peer, Instant::now());
-    drive(session, stream, shutdown, Some(deletions), LIMITS).await
+    drive(session, stream, shutdown, Some(deletions), LIMITS)
 }

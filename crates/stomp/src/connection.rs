@@ -39,8 +39,9 @@ impl ConnectionHandler for StompHandler {
     }
 }
 
-/// Runs one STOMP connection to its end.
-async fn run(handler: Arc<StompHandler>, connection: Connection) -> CloseReason {
+/// Runs one STOMP connection to its end. Not an `async fn`: the session is made here and moved
+/// into the driver's future, which is all the connection's task holds.
+fn run(handler: Arc<StompHandler>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
     let Connection { stream, peer, shutdown, router } = connection;
     let config = handler.config.clone();
     let core = router.open_session(Protocol::Stomp);
@@ -61,7 +62,7 @@ async fn run(handler: Arc<StompHandler>, connection: Connection) -> CloseReason 
         delivery_batch: 64,
         write_timeout: Some(config.write_timeout),
     };
-    drive(connection, stream, shutdown, None, limits).await
+    drive(connection, stream, shutdown, None, limits)
 }
 
 /// A STOMP connection as the driver sees it.

@@ -14,6 +14,7 @@ mod egress;
 
 pub use egress::Egress;
 
+use std::future::Future;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,7 @@ const FINAL_FLUSH: Duration = Duration::from_secs(2);
 
 /// A protocol's connection state machine, as the driver runs it. Every method is called with
 /// the current time and returns at once; output accumulates until the driver writes it.
-pub trait ProtocolSession: Send {
+pub trait ProtocolSession: Send + Sync {
     /// The core session: its outbox, and whether this connection's publishes are held back.
     fn core(&self) -> &Session;
 
@@ -112,21 +113,33 @@ pub struct DriveLimits {
 /// returns why it ended. `signal`, when given, is watched for changes on the session's behalf
 /// (AMQP: queues deleted elsewhere). The session is dropped before the socket lingers, so that
 /// a client that is gone holds nothing (subscriptions, held publishers) while it drains.
-pub async fn drive<S: ProtocolSession>(
+///
+/// Not an `async fn`: that would keep a second copy of every argument (the session among
+/// them) in the task of every connection, beside the one the body works on.
+#[allow(clippy::manual_async_fn, reason = "an async fn keeps its arguments twice in its state")]
+pub fn drive<S: ProtocolSession>(
     mut session: S,
     mut stream: TcpStream,
     shutdown: CancellationToken,
     mut signal: Option<watch::Receiver<u64>>,
     limits: DriveLimits,
-) -> CloseReason {
-    let reason = run(&mut session, &mut stream, &shutdown, &mut signal, limits).await;
+) -> impl Future<Output = CloseReason> + Send {
+    async move {
+        let reason = run(&mut session, &mut stream, &shutdown, &mut signal, limits).await;
+        // Boxed: the close runs once per connection, and its futures (a timer, a write, the
+        // linger) should not size the task of every idle one.
+        Box::pin(close(session, stream, shutdown)).await;
+        reason
+    }
+}
+
+/// Writes what is pending, ends the session, then lingers.
+async fn close<S: ProtocolSession>(session: S, mut stream: TcpStream, shutdown: CancellationToken) {
     let (mut reader, mut writer) = stream.split();
     let flush = writer.write_all(session.pending_output());
     let _ = tokio::time::timeout(FINAL_FLUSH, flush).await;
     drop(session);
-    // Boxed: it runs once per connection, and should not size the task of every idle one.
-    Box::pin(linger(&mut reader, &mut writer, &shutdown)).await;
-    reason
+    linger(&mut reader, &mut writer, &shutdown).await;
 }
 
 async fn run<S: ProtocolSession>(
