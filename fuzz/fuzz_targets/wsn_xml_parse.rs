@@ -8,7 +8,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wsn_xml::{EndpointReference, Limits, RequestHeaders, XmlElement, parse_request, write_request};
+use wsn_xml::{
+    EndpointReference, Limits, Request, RequestHeaders, TopicExpression, XmlElement, parse_request, write_request,
+};
 
 fuzz_target!(|data: &[u8]| {
     let limits = Limits::default();
@@ -24,8 +26,9 @@ fuzz_target!(|data: &[u8]| {
         };
         let written = write_request(envelope.soap, &headers, &envelope.request);
         match parse_request(&written, &limits) {
-            Ok(back) => {
+            Ok(mut back) => {
                 assert_eq!(back.soap, envelope.soap);
+                forget_borrowed_bindings(&envelope.request, &mut back.request);
                 assert_eq!(
                     back.request,
                     envelope.request,
@@ -46,3 +49,25 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// The topic expressions of a request, in document order.
+fn topics(request: &mut Request) -> Vec<&mut TopicExpression> {
+    match request {
+        Request::Notify(messages) => messages.iter_mut().filter_map(|m| m.topic.as_mut()).collect(),
+        Request::Subscribe(subscribe) => subscribe.topic_expressions.iter_mut().collect(),
+        Request::RegisterPublisher(register) => register.topics.iter_mut().collect(),
+        Request::GetCurrentMessage { topic } => vec![topic],
+        _ => Vec::new(),
+    }
+}
+
+/// A topic expression may use a prefix its document never declared (zeep does; the codec
+/// keeps the topic and leaves the namespace unknown). Written back, such a prefix can meet a
+/// declaration of the writer's own envelope (`wsnt`, `wsa`) and resolve: the one difference a
+/// round trip may make. Bindings in `back` for prefixes the original left unbound are dropped.
+fn forget_borrowed_bindings(original: &Request, back: &mut Request) {
+    let mut original = original.clone();
+    for (theirs, ours) in topics(&mut original).into_iter().zip(topics(back)) {
+        ours.namespaces.retain(|b| theirs.namespaces.iter().any(|t| t.prefix == b.prefix));
+    }
+}
