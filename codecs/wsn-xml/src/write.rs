@@ -285,6 +285,8 @@ pub(crate) fn nillable_time(out: &mut Out, name: &str, value: Option<&str>) {
 /// An empty element with an expanded name: `<q:local xmlns:q="ns"/>`.
 pub(crate) fn qname_element(out: &mut Out, q: &QName) {
     match &q.namespace {
+        // The XML namespace is bound to `xml` alone, and may not be declared for another prefix.
+        Some(ns) if ns == crate::ns::XML => out.empty(&format!("xml:{}", q.local_name), &[]),
         Some(ns) => out.empty(&format!("q:{}", q.local_name), &[("xmlns:q", ns)]),
         None => out.empty(&q.local_name, &[]),
     }
