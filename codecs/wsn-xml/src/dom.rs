@@ -420,7 +420,9 @@ impl<'i> Parser<'i, '_> {
         let mut decls = String::new();
         let borrowed = used.named.iter().map(|p| Some(p.as_str())).chain(used.default.then_some(None));
         for prefix in borrowed {
-            if own_decls.iter().any(|(q, _)| q.as_deref() == prefix) {
+            // `xml` and `xmlns` are bound in every document and may not be declared again (an
+            // `xmlns:…` attribute counts `xmlns` as a used prefix).
+            if own_decls.iter().any(|(q, _)| q.as_deref() == prefix) || matches!(prefix, Some("xml" | "xmlns")) {
                 continue;
             }
             if let Some(uri) = self.lookup(prefix) {
