@@ -314,6 +314,10 @@ impl<'i> Parser<'i, '_> {
     fn resolve_element(&self, e: &BytesStart<'_>) -> Result<(Option<String>, String), ParseError> {
         let (result, local) = self.reader.resolver().resolve_element(e.name());
         let ns = self.namespace_of(result)?;
+        if ns.as_deref() == Some("http://www.w3.org/2000/xmlns/") {
+            // Namespaces in XML 1.0 §3: the xmlns prefix is for declarations, never an element.
+            return Err(self.malformed(self.pos(), "an element may not use the xmlns prefix"));
+        }
         Ok((ns, local.into_inner().to_owned()))
     }
 
