@@ -503,7 +503,7 @@ fn get(ctx: &mut Ctx, ch: &mut Channel, out: &mut Output, m: basic::Get, now: In
         ch.next_delivery_tag += 1;
         let qos = message.qos;
         let record = Delivery { redelivered, ..Delivery::new(message, qos, now) };
-        out.record_when_written(record, now, false);
+        out.record_when_written(&record, now, None);
         if let Some(ack) = ack {
             ch.get_unacked += 1;
             ch.unacked.insert(tag, Unacked { ack, consumer: None });
@@ -610,17 +610,16 @@ fn write_delivery(ctx: &mut Ctx, ch: &mut Channel, out: &mut Output, mut d: Deli
         return;
     }
     ch.next_delivery_tag += 1;
-    let mut settle = false;
+    let mut settle = None;
     if let Some(ack) = ack {
         if consumer.no_ack {
             // Settled once written: a connection that dies first puts it back.
-            d.ack = Some(ack);
-            settle = true;
+            settle = Some(ack);
         } else {
             consumer.unacked += 1;
             ch.consumer_unacked += 1;
             ch.unacked.insert(tag, Unacked { ack, consumer: Some(d.tag) });
         }
     }
-    out.record_when_written(d, taken_at, settle);
+    out.record_when_written(&d, taken_at, settle);
 }

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tolk_core::drive::{DriveLimits, drive};
+use bytes::BytesMut;
+
+use tolk_core::drive::{DriveLimits, Signal, drive};
 use tolk_core::listener::Connection;
 use tolk_core::{CloseReason, Protocol};
 
@@ -25,5 +27,5 @@ pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = 
     let core = router.open_session(Protocol::Amqp);
     let deletions = shared.registry.queue_deletions();
     let session = AmqpSession::new(shared, core, peer, Instant::now());
-    drive(session, stream, shutdown, Some(deletions), LIMITS)
+    drive(session, stream, BytesMut::new(), shutdown, Some(Signal::Changes(deletions)), LIMITS)
 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use amq_protocol::protocol::AMQPClass;
 use tolk_core::drive::Egress;
-use tolk_core::{Delivery, Metrics, Protocol};
+use tolk_core::{Delivery, Metrics, Protocol, QueueAck};
 use tracing::warn;
 
 use amqp_codec::{EncodeError, Encoder};
@@ -70,8 +70,8 @@ impl Output {
     }
 
     /// Remembers a delivery, counted and its latency recorded once everything queued so far is
-    /// written; `settle` acks its queue delivery then (no-ack consumers).
-    pub fn record_when_written(&mut self, delivery: Delivery, taken_at: Instant, settle: bool) {
+    /// written; `settle`, its queue delivery, is acked then (no-ack consumers).
+    pub fn record_when_written(&mut self, delivery: &Delivery, taken_at: Instant, settle: Option<QueueAck>) {
         self.egress.record(self.len(), delivery, taken_at, settle);
     }
 

@@ -1,23 +1,28 @@
 //! One client connection from first byte to close: the CONNECT handshake (protocol level peek,
-//! client id claim, session resume or takeover), then one `tokio::select!` over socket reads,
-//! outbox batches, the keep-alive timer, takeover and shutdown. Everything queued in a round is
-//! written, then flushed once.
+//! client id claim, session resume or takeover) as a short prologue of its own, then the
+//! connected client as a [`ProtocolSession`] that the core's connection driver
+//! ([`tolk_core::drive`]) runs, watching the registry's takeover signal for it.
 
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use futures_util::FutureExt;
+use futures_util::future::Either;
 use mqtt_codec::{CONNACK_UNACCEPTABLE_PROTOCOL, CodecError, Packet, PacketCodec, Version, peek_version};
 use rmqtt_codec::v5::{self, ConnectAckReason, DisconnectReasonCode as Dis};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tolk_core::auth::{Authenticator, Credentials};
+use tolk_core::drive::{DriveLimits, ProtocolSession, Signal, drive};
 use tolk_core::hold::{self, Held, HeldInput};
 use tolk_core::listener::{Connection, LINGER, linger};
-use tolk_core::{CloseReason, Protocol, Router};
+use tolk_core::{CloseReason, Delivery, Protocol, Router, Session};
 use tracing::{debug, info};
 
 use crate::config::MqttConfig;
@@ -27,8 +32,11 @@ use crate::session::{Close, Flow, MqttSession};
 use crate::state::SessionState;
 use crate::will::{Will, WillTiming};
 
-/// Deliveries taken from the outbox per round at most (then written and flushed together).
-const BATCH: usize = 64;
+/// Retained messages for a new subscription are encoded this many at a time, a round whenever
+/// less than [`RETAINED_ROUND_BELOW`] bytes wait for the socket: a subscription matching
+/// 100,000 of them is sent in rounds, and other clients on the same thread get their turns.
+const RETAINED_ROUND: usize = 64;
+const RETAINED_ROUND_BELOW: usize = 64 * 1024;
 
 /// What every connection of one front end shares.
 pub struct Shared {
@@ -40,7 +48,7 @@ pub struct Shared {
     pub auth: Arc<dyn Authenticator>,
 }
 
-/// The socket plus the read buffer.
+/// The socket and read buffer during the handshake.
 struct Io {
     stream: TcpStream,
     rbuf: BytesMut,
@@ -48,43 +56,10 @@ struct Io {
     config: Arc<MqttConfig>,
 }
 
-enum WriteError {
-    Failed,
-    Shutdown,
-}
-
 impl Io {
-    /// Writes and flushes `out` completely, giving up after the write timeout or at shutdown.
-    async fn write(&mut self, out: &mut BytesMut) -> Result<(), WriteError> {
-        if out.is_empty() {
-            return Ok(());
-        }
-        let write = tokio::time::timeout(self.config.write_timeout, self.stream.write_all(out));
-        let result = tokio::select! {
-            r = write => match r {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(_)) | Err(_) => Err(WriteError::Failed),
-            },
-            _ = self.shutdown.cancelled() => Err(WriteError::Shutdown),
-        };
-        out.clear();
-        result
-    }
-
-    /// Writes the last bytes (a DISCONNECT with its reason), then closes cleanly.
+    /// Writes the last bytes (a refusing CONNACK), then closes cleanly.
     async fn write_final(&mut self, bytes: &[u8]) {
-        self.write_last(bytes).await;
-        self.close().await;
-    }
-
-    /// Best effort for the last words before closing.
-    async fn write_last(&mut self, bytes: &[u8]) {
         let _ = tokio::time::timeout(LINGER, self.stream.write_all(bytes)).await;
-    }
-
-    /// Half-closes and drains for a moment, so that the client reads the last words instead
-    /// of a reset.
-    async fn close(&mut self) {
         let (mut reader, mut writer) = self.stream.split();
         // Boxed: it runs once per connection, and its timer and buffer should not size the
         // task of every idle one.
@@ -94,32 +69,193 @@ impl Io {
 
 /// Runs one connection to its end.
 ///
-/// Not an `async fn`: that would keep the `Connection` it was given for the task's whole life.
-/// The handshake future takes it instead, and lives on the heap only while it runs (its state,
-/// a whole CONNECT packet among it, should not set the size of every connection's task).
+/// Not an `async fn`, and no `async` block either: those would keep the `Connection` it was
+/// given, and the connected client moved into the driver, a second time for the task's whole
+/// life. The handshake future takes the connection instead, and lives on the heap only while
+/// it runs (its state, a whole CONNECT packet among it, should not set the size of every
+/// connection's task); then the task holds the driver's future alone.
 pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
-    let handshake = Box::pin(connect(shared.clone(), connection));
-    async move {
-        let connected = match handshake.await {
-            Ok(connected) => connected,
-            Err(reason) => return reason,
-        };
-        tracing::Span::current().record("client_id", tracing::field::display(connected.session.client_id()));
-        serve(connected, shared).await
+    Box::pin(connect(shared, connection)).then(|handshake| match handshake {
+        Ok(connected) => Either::Left(serve(connected)),
+        Err(reason) => Either::Right(std::future::ready(reason)),
+    })
+}
+
+/// The connected phase: the driver runs the client, watching the takeover signal for it.
+fn serve((connected, io, kicked): (MqttConnection, Io, oneshot::Receiver<()>)) -> impl Future<Output = CloseReason> {
+    tracing::Span::current().record("client_id", tracing::field::display(connected.session.client_id()));
+    // 4 KiB per read, 64 deliveries per wake-up, reading paused above 256 KiB of unwritten
+    // output, and a client that takes none of it for `write_timeout` is a slow consumer.
+    let limits = DriveLimits {
+        high_water: 256 * 1024,
+        read_chunk: 4096,
+        delivery_batch: 64,
+        write_timeout: Some(io.config.write_timeout),
+    };
+    let Io { stream, rbuf, shutdown, .. } = io;
+    drive(connected, stream, rbuf, shutdown, Some(Signal::Once(kicked)), limits)
+}
+
+/// A connected client as the driver sees it.
+struct MqttConnection {
+    session: MqttSession,
+    shared: Arc<Shared>,
+    /// This connection's token for [`Registry::release`].
+    conn: u64,
+    /// Packets read while held back; only while there are some.
+    held: Option<Box<Held<Packet>>>,
+    /// When the client was last heard from (the keep-alive counts from here).
+    last_heard: Instant,
+    keep_alive: Option<Duration>,
+    /// How the connection ends, once it does.
+    end: Option<End>,
+}
+
+/// How the connected phase ended.
+#[derive(Clone, Copy)]
+struct End {
+    reason: CloseReason,
+    /// Publish the will (the client did not say a normal goodbye).
+    will: bool,
+}
+
+impl MqttConnection {
+    /// Ends the connection (the first reason wins), telling an MQTT 5 client why with `code`.
+    fn end(&mut self, reason: CloseReason, will: bool, code: Option<Dis>) {
+        if self.end.is_some() {
+            return;
+        }
+        if let Some(code) = code
+            && self.session.version() == Version::V5
+        {
+            self.session.disconnect(code);
+        }
+        self.end = Some(End { reason, will });
+    }
+
+    fn closed(&mut self, close: Close) {
+        info!(reason = %close.reason, code = ?close.code, detail = close.detail, "closing connection");
+        self.end(close.reason, true, close.code);
+    }
+
+    fn keep_alive_deadline(&self) -> Option<Instant> {
+        self.keep_alive.map(|t| self.last_heard + t)
+    }
+
+    /// Whether a round of retained messages may be encoded now.
+    fn retained_round_due(&self) -> bool {
+        self.session.has_pending()
+            && self.session.free_window() > 0
+            && self.session.output().len() < RETAINED_ROUND_BELOW
     }
 }
 
-/// A connected client's state, in one allocation. The connection's task holds a pointer to
-/// it, so what the task itself costs per idle connection is only what its await points need.
-struct Connected {
-    io: Io,
-    session: MqttSession,
-    /// This connection's token for [`Registry::release`].
-    conn: u64,
-    /// Fires when another connection takes the client id over.
-    kicked: tokio::sync::oneshot::Receiver<()>,
-    /// Packets read while held back; only while there are some.
-    held: Option<Box<Held<Packet>>>,
+impl ProtocolSession for MqttConnection {
+    fn core(&self) -> &Session {
+        &self.session.state().core
+    }
+
+    fn handle_bytes(&mut self, input: &mut BytesMut, now: Instant) {
+        if self.end.is_some() {
+            input.clear();
+            return;
+        }
+        self.last_heard = now;
+        let MqttConnection { session, held, .. } = self;
+        match hold::handle_input(&mut Input { session, rbuf: input }, held) {
+            Ok(()) => {}
+            Err(Stop::Disconnected { will }) => self.end(CloseReason::ClientClosed, will, None),
+            Err(Stop::Closed(close)) => self.closed(close),
+        }
+    }
+
+    fn handle_eof(&mut self, _partial: bool) {
+        self.end(CloseReason::ClientClosed, true, None);
+    }
+
+    fn handle_io_error(&mut self, error: &io::Error) {
+        debug!(%error, "socket error");
+        self.end(CloseReason::IoError, true, None);
+    }
+
+    /// Publishes are held back here (acknowledgements and pings still pass) until as much is
+    /// held as may be; only then does reading stop, and TCP slows the publisher down.
+    fn may_read(&self) -> bool {
+        hold::may_read(&self.held)
+    }
+
+    /// Retained messages for new subscriptions go before more outbox traffic.
+    fn delivery_window(&self) -> usize {
+        if self.end.is_some() || self.session.has_pending() { 0 } else { self.session.free_window() }
+    }
+
+    fn handle_deliveries(&mut self, batch: &mut Vec<Delivery>, now: Instant) {
+        for delivery in batch.drain(..) {
+            self.session.deliver(delivery, now, now);
+        }
+    }
+
+    fn handle_overflow(&mut self, _now: Instant) {
+        self.end(CloseReason::SlowConsumer, true, Some(Dis::QuotaExceeded));
+    }
+
+    /// Another connection took the client id over.
+    fn handle_signal(&mut self, _now: Instant) {
+        self.end(CloseReason::SessionTakenOver, true, Some(Dis::SessionTakenOver));
+    }
+
+    /// The keep-alive deadline, or now when a round of retained messages is due.
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.end.is_some() {
+            None
+        } else if self.retained_round_due() {
+            Some(Instant::now())
+        } else {
+            self.keep_alive_deadline()
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.retained_round_due() {
+            self.session.flush_pending(RETAINED_ROUND, now);
+        }
+        if self.keep_alive_deadline().is_some_and(|at| at <= now) {
+            self.end(CloseReason::KeepAliveTimeout, true, Some(Dis::KeepAliveTimeout));
+        }
+    }
+
+    fn excuse_silence(&mut self, now: Instant) {
+        self.last_heard = now;
+    }
+
+    fn begin_shutdown(&mut self, _now: Instant) {
+        self.end(CloseReason::Shutdown, false, Some(Dis::ServerShuttingDown));
+    }
+
+    fn pending_output(&self) -> &[u8] {
+        self.session.output()
+    }
+
+    fn advance_output(&mut self, n: usize, now: Instant) {
+        self.session.advance_output(n, now);
+    }
+
+    fn finished(&self) -> Option<CloseReason> {
+        self.end.map(|e| e.reason)
+    }
+
+    /// Parks a persistent session (or ends it) and deals with the will.
+    fn release(self, reason: CloseReason) {
+        // A connection the driver ended (output not taken in time) did not say goodbye.
+        let will = self.end.is_none_or(|e| e.will);
+        finish(&self.shared, self.session, self.conn, reason, will);
+    }
+}
+
+/// Why reading stopped: the client's DISCONNECT, or a packet that ends the connection.
+enum Stop {
+    Disconnected { will: bool },
+    Closed(Close),
 }
 
 /// A connection's read input, driven by [`hold::handle_input`]: while a subscriber of this
@@ -131,21 +267,21 @@ struct Input<'a> {
 
 impl HeldInput for Input<'_> {
     type Frame = Packet;
-    type Error = End;
+    type Error = Stop;
 
     fn is_congesting(&self) -> bool {
         self.session.state().core.is_congesting()
     }
 
-    fn decode(&mut self) -> Result<Option<Packet>, End> {
-        self.session.decode(self.rbuf).map_err(closed)
+    fn decode(&mut self) -> Result<Option<Packet>, Stop> {
+        self.session.decode(self.rbuf).map_err(Stop::Closed)
     }
 
-    fn handle(&mut self, packet: Packet) -> Result<(), End> {
+    fn handle(&mut self, packet: Packet) -> Result<(), Stop> {
         match self.session.handle(packet, Instant::now()) {
             Ok(Flow::Continue) => Ok(()),
-            Ok(Flow::Disconnect { will }) => Err(End { reason: CloseReason::ClientClosed, will, code: None }),
-            Err(close) => Err(closed(close)),
+            Ok(Flow::Disconnect { will }) => Err(Stop::Disconnected { will }),
+            Err(close) => Err(Stop::Closed(close)),
         }
     }
 
@@ -165,11 +301,15 @@ impl HeldInput for Input<'_> {
     }
 }
 
-/// Reads and answers the CONNECT within the connect timeout.
-async fn connect(shared: Arc<Shared>, connection: Connection) -> Result<Box<Connected>, CloseReason> {
+/// Reads and answers the CONNECT within the connect timeout. Returns the connected client, the
+/// socket with what was read after the CONNECT, and the takeover signal.
+async fn connect(
+    shared: Arc<Shared>,
+    connection: Connection,
+) -> Result<(MqttConnection, Io, oneshot::Receiver<()>), CloseReason> {
     let Connection { stream, peer, shutdown, router } = connection;
     let config = shared.config.clone();
-    // Buffers start empty: an idle connection should cost next to nothing (see `serve`).
+    // Buffers start empty: an idle connection should cost next to nothing.
     let mut io = Io { stream, rbuf: BytesMut::new(), shutdown, config };
     let deadline = tokio::time::Instant::now() + io.config.connect_timeout;
     let shutdown = io.shutdown.clone();
@@ -180,7 +320,17 @@ async fn connect(shared: Arc<Shared>, connection: Connection) -> Result<Box<Conn
     };
     match handshake {
         Ok((session, claim)) => {
-            Ok(Box::new(Connected { io, session, conn: claim.conn, kicked: claim.kicked, held: None }))
+            let keep_alive = session.keep_alive_timeout();
+            let connection = MqttConnection {
+                session,
+                shared,
+                conn: claim.conn,
+                held: None,
+                last_heard: Instant::now(),
+                keep_alive,
+                end: None,
+            };
+            Ok((connection, io, claim.kicked))
         }
         Err(Refused(reason, detail)) => {
             if !detail.is_empty() {
@@ -323,133 +473,6 @@ async fn read_more(io: &mut Io) -> Result<(), Refused> {
         Ok(0) => Err(Refused(CloseReason::ClientClosed, String::new())),
         Ok(_) => Ok(()),
         Err(_) => Err(Refused(CloseReason::IoError, String::new())),
-    }
-}
-
-/// How the connected phase ended.
-struct End {
-    reason: CloseReason,
-    /// Publish the will (the client did not say a normal goodbye).
-    will: bool,
-    /// MQTT 5 DISCONNECT to send before closing.
-    code: Option<Dis>,
-}
-
-/// Bytes asked of the socket per read.
-const READ_CHUNK: usize = 4096;
-
-async fn serve(mut connected: Box<Connected>, shared: Arc<Shared>) -> CloseReason {
-    let Connected { io, session, kicked, held, .. } = &mut *connected;
-    let mut batch = Vec::new();
-    let mut last_heard = tokio::time::Instant::now();
-    let keep_alive = session.keep_alive_timeout();
-    // One timer for the connection's life, re-armed only when it fires early (the client was
-    // heard meanwhile): cheaper than a new timer per round, and small in the task.
-    let mut keep_alive_timer = keep_alive.map(|t| Box::pin(tokio::time::sleep_until(last_heard + t)));
-    let end = 'conn: loop {
-        if let Err(end) = hold::handle_input(&mut Input { session, rbuf: &mut io.rbuf }, held) {
-            break 'conn end;
-        }
-        if io.rbuf.is_empty() && io.rbuf.capacity() > 0 {
-            io.rbuf = BytesMut::new();
-        }
-        // Retained messages for new subscriptions go before more outbox traffic.
-        if session.has_pending() {
-            session.flush_pending(BATCH, Instant::now());
-        }
-        match io.write(session.output()).await {
-            Ok(()) => session.after_write(Instant::now()),
-            Err(WriteError::Failed) => break End { reason: CloseReason::SlowConsumer, will: true, code: None },
-            Err(WriteError::Shutdown) => break End { reason: CloseReason::Shutdown, will: false, code: None },
-        }
-        let free = if session.has_pending() { 0 } else { session.free_window().min(BATCH) };
-        let congested = session.state().core.is_congesting();
-        // Not read while as much is held as may be: TCP then slows the publisher down
-        // instead of the subscriber being dropped.
-        let reading = hold::may_read(held);
-        let core = &session.state().core;
-        tokio::select! {
-            biased;
-            _ = io.shutdown.cancelled() => {
-                break End { reason: CloseReason::Shutdown, will: false, code: Some(Dis::ServerShuttingDown) };
-            }
-            _ = &mut *kicked => {
-                break End { reason: CloseReason::SessionTakenOver, will: true, code: Some(Dis::SessionTakenOver) };
-            }
-            // Waits for readability without holding a buffer; one is allocated only when
-            // bytes are there, and released again once they are all decoded.
-            ready = std::future::poll_fn(|cx| io.stream.poll_read_ready(cx)), if reading => {
-                if ready.is_err() {
-                    break End { reason: CloseReason::IoError, will: true, code: None };
-                }
-                io.rbuf.reserve(READ_CHUNK);
-                match io.stream.try_read_buf(&mut io.rbuf) {
-                    Ok(0) => break End { reason: CloseReason::ClientClosed, will: true, code: None },
-                    Ok(_) => last_heard = tokio::time::Instant::now(),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => break End { reason: CloseReason::IoError, will: true, code: None },
-                }
-            }
-            // Polled even with a full window (free = 0): it then returns only when the outbox
-            // overflows, which is how a client that stops acknowledging is noticed.
-            drained = core.receiver().drain(&mut batch, free) => {
-                if drained.is_err() {
-                    break End { reason: CloseReason::SlowConsumer, will: true, code: Some(Dis::QuotaExceeded) };
-                }
-                let taken_at = Instant::now();
-                for delivery in batch.drain(..) {
-                    session.deliver(delivery, taken_at, taken_at);
-                }
-            }
-            // Boxed when polled: congestion is rare, and its wait should not size every task.
-            () = async { Box::pin(core.relieve_congestion()).await }, if congested => {
-                // The client may not have been read meanwhile; that silence is not its own.
-                last_heard = tokio::time::Instant::now();
-            }
-            // More retained messages for a new subscription: the next round, once every other
-            // event had its turn and the task has yielded to its neighbours.
-            () = tokio::task::yield_now(), if session.has_pending() && session.free_window() > 0 => {}
-            () = fired(&mut keep_alive_timer), if reading => {
-                let (Some(timeout), Some(timer)) = (keep_alive, keep_alive_timer.as_mut()) else { continue };
-                let deadline = last_heard + timeout;
-                if deadline <= tokio::time::Instant::now() {
-                    break End { reason: CloseReason::KeepAliveTimeout, will: true, code: Some(Dis::KeepAliveTimeout) };
-                }
-                timer.as_mut().reset(deadline);
-            }
-        }
-    };
-    // Deliveries drained but not encoded (only when a round broke off) go back to the outbox.
-    if !batch.is_empty() {
-        session.state().core.receiver().requeue_front(batch.drain(..));
-    }
-    if let Some(code) = end.code
-        && session.version() == Version::V5
-    {
-        session.disconnect(code);
-    }
-    let last = std::mem::take(session.output());
-    io.write_last(&last).await;
-    // The session is parked (or ended) before lingering: a client that is gone must not look
-    // connected, with a full outbox, for the second the socket drains.
-    let Connected { session, conn, mut io, .. } = *connected;
-    finish(&shared, session, conn, end.reason, end.will);
-    // Boxed with the socket: moved out of `connected` into this future, the socket would add
-    // its size to the state of every idle connection's task.
-    Box::pin(async move { io.close().await }).await;
-    end.reason
-}
-
-fn closed(close: Close) -> End {
-    info!(reason = %close.reason, code = ?close.code, detail = close.detail, "closing connection");
-    End { reason: close.reason, will: true, code: close.code }
-}
-
-/// Completes when the keep-alive timer fires; never without one.
-async fn fired(timer: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>) {
-    match timer {
-        Some(timer) => timer.as_mut().await,
-        None => std::future::pending().await,
     }
 }
 

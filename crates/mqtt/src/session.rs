@@ -1,7 +1,7 @@
 //! The MQTT session state machine for a connected client, driven without I/O: bytes in through
 //! [`MqttSession::decode`] and [`MqttSession::handle`], deliveries in through
 //! [`MqttSession::deliver`], bytes out through [`MqttSession::output`]. Time is passed in.
-//! The connection task (connection.rs) owns the socket and the timers.
+//! The core's connection driver owns the socket and the timer (see connection.rs).
 
 use std::collections::VecDeque;
 use std::num::NonZeroU16;
@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use mqtt_codec::{CodecError, Packet, PacketCodec, Version};
 use rmqtt_codec::types::{Publish, QoS as WireQoS};
 use rmqtt_codec::v5::{
     self, DisconnectReasonCode as Dis, PublishAck2Reason, PublishAckReason, RetainHandling, SubscribeAckReason,
     UnsubscribeAckReason,
 };
-use tolk_core::frontend::record_delivery;
+use tolk_core::drive::Egress;
 use tolk_core::{
     CloseReason, Delivery, DropReason, Metrics, Origin, Protocol, PublishOutcome, QoS, SubscriptionOptions, topic,
 };
@@ -75,20 +75,13 @@ pub enum Flow {
     },
 }
 
-/// A delivery encoded into the output but not yet handed to the socket.
-enum Written {
-    /// QoS 0: settled (and its queue delivery acknowledged) once written.
-    AtMostOnce(Delivery),
-    /// QoS 1/2: lives in the session's outgoing flows under this id.
-    Tracked(NonZeroU16),
-}
-
 /// One connected client's session.
 pub struct MqttSession {
     state: Box<SessionState>,
     codec: PacketCodec,
     out: BytesMut,
-    written: Vec<(Written, Instant)>,
+    /// Deliveries encoded into `out` and not yet written.
+    egress: Egress,
     /// Retained messages for new subscriptions, waiting for window space. Bounded by the
     /// retained store's size.
     pending: VecDeque<Delivery>,
@@ -131,7 +124,7 @@ impl MqttSession {
             state,
             codec,
             out: BytesMut::new(),
-            written: Vec::new(),
+            egress: Egress::new(Protocol::Mqtt),
             pending: VecDeque::new(),
             will: plan.will.take().map(Box::new),
             window,
@@ -165,8 +158,19 @@ impl MqttSession {
     }
 
     /// Encoded bytes waiting for the socket.
-    pub fn output(&mut self) -> &mut BytesMut {
-        &mut self.out
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// `n` bytes of the output were written at `now`: the deliveries they complete are
+    /// counted and their latency recorded; QoS 0 queue deliveries are settled.
+    pub fn advance_output(&mut self, n: usize, now: Instant) {
+        self.out.advance(n);
+        if self.out.is_empty() {
+            // Everything is out: give the buffer back, so an idle connection holds none.
+            self.out = BytesMut::new();
+        }
+        self.egress.written(n, now, &self.metrics);
     }
 
     fn send(&mut self, packet: Packet) {
@@ -584,47 +588,22 @@ impl MqttSession {
         }
         match packet_id {
             Some(id) => {
+                self.egress.record(self.out.len(), &delivery, taken_at, None);
                 let stage = if delivery.qos == QoS::AtLeastOnce { Awaiting::Puback } else { Awaiting::Pubrec };
                 self.state.outgoing.push(id, delivery, stage);
-                self.written.push((Written::Tracked(id), taken_at));
             }
-            None => self.written.push((Written::AtMostOnce(delivery), taken_at)),
+            // QoS 0: a queue delivery is settled once written.
+            None => self.egress.record(self.out.len(), &delivery, taken_at, delivery.ack.clone()),
         }
         true
     }
 
-    /// The output was handed to the socket at `written_at`: records the deliveries' latency
-    /// and settles QoS 0 queue deliveries (auto-ack on write).
-    pub fn after_write(&mut self, written_at: Instant) {
-        let counters = self.metrics.protocol(Protocol::Mqtt);
-        for (written, taken_at) in std::mem::take(&mut self.written) {
-            let delivery = match &written {
-                Written::AtMostOnce(d) => Some(d),
-                Written::Tracked(id) => self.state.outgoing.iter().find(|e| e.packet_id == *id).map(|e| &e.delivery),
-            };
-            if let Some(d) = delivery {
-                counters.messages_out.fetch_add(1, Ordering::Relaxed);
-                record_delivery(&self.metrics, Protocol::Mqtt, d, taken_at, written_at);
-            }
-            if let Written::AtMostOnce(d) = written {
-                settle(&d);
-            }
-        }
-    }
-
     /// Ends the connection's part: returns the session state (with deliveries that were never
     /// written put back for a persistent session) and the will, if one should still be published.
+    /// Deliveries encoded but never written: QoS 1/2 ones stay in the outgoing flows and are
+    /// resent on reconnect; QoS 0 ones are lost with the connection, and queue deliveries among
+    /// them go back to their group (see [`Egress`]).
     pub fn finish(mut self, will_wanted: bool) -> (Box<SessionState>, Option<Will>) {
-        // Deliveries encoded but never written: QoS 1/2 ones stay in the outgoing flows and are
-        // resent on reconnect; QoS 0 ones are lost with the connection, but queue deliveries
-        // among them must go back to their group.
-        for (written, _) in std::mem::take(&mut self.written) {
-            if let Written::AtMostOnce(d) = written
-                && let Some(ack) = &d.ack
-            {
-                ack.nack(true);
-            }
-        }
         let pending: Vec<Delivery> = self.pending.drain(..).collect();
         if !self.state.expiry.is_zero() {
             self.state.detach(pending);

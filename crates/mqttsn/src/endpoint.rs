@@ -459,9 +459,14 @@ impl Endpoint {
         while let Some(message) = entry.session.poll_transmit() {
             outgoing.push(message);
         }
-        if let Some(addr) = entry.addr {
-            for message in &outgoing {
-                self.send(addr, message).await;
+        let addr = entry.addr;
+        for message in &outgoing {
+            let sent = match addr {
+                Some(addr) => self.send(addr, message).await,
+                None => false,
+            };
+            if let Some(entry) = self.clients.get_mut(&key) {
+                entry.session.transmitted(sent, Instant::now(), self.gw.router.metrics());
             }
         }
         loop {
@@ -591,19 +596,26 @@ impl Endpoint {
         self.clients.clear();
     }
 
-    async fn send(&mut self, to: SocketAddr, message: &SnMessage) {
+    /// Sends one datagram; whether it went out.
+    async fn send(&mut self, to: SocketAddr, message: &SnMessage) -> bool {
         self.out.clear();
         if let Err(e) = mqttsn_codec::encode(message, &mut self.out) {
             warn!(%to, error = %e, "cannot encode MQTT-SN message");
-            return;
+            return false;
         }
         // UDP sends complete at once unless the socket buffer is full; waiting then is the
         // backpressure we want rather than dropping.
         let send = self.socket.send_to(&self.out, to);
         match tokio::time::timeout(SEND_TIMEOUT, send).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => debug!(%to, error = %e, "MQTT-SN send failed"),
-            Err(_) => debug!(%to, "MQTT-SN send timed out"),
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                debug!(%to, error = %e, "MQTT-SN send failed");
+                false
+            }
+            Err(_) => {
+                debug!(%to, "MQTT-SN send timed out");
+                false
+            }
         }
     }
 }

@@ -22,9 +22,10 @@ use mqttsn_codec::{
     Connect, Message as SnMessage, PubAck, Publish, PublishTopic, QoS, RegAck, Register, ReturnCode, SubAck, Subscribe,
     SubscribeTopic, Unsubscribe, WillTopic, encoded_len,
 };
-use tolk_core::frontend::record_delivery;
+use tolk_core::drive::Egress;
 use tolk_core::{
-    CloseReason, Delivery, DropReason, Protocol, PublishOutcome, QoS as CoreQoS, Session, SubscriptionOptions, topic,
+    CloseReason, Delivery, DropReason, Metrics, Protocol, PublishOutcome, QoS as CoreQoS, Session, SubscriptionOptions,
+    topic,
 };
 use tracing::{debug, info};
 
@@ -156,6 +157,8 @@ pub(crate) struct ClientSession {
     /// The core outbox is detached (offline, or asleep with a full buffer).
     detached: bool,
     transmit: VecDeque<SnMessage>,
+    /// Deliveries in `transmit`, counted once their datagram is sent.
+    egress: Egress,
     events: VecDeque<Event>,
 }
 
@@ -189,6 +192,7 @@ impl ClientSession {
             requested: false,
             detached: false,
             transmit: VecDeque::new(),
+            egress: Egress::new(Protocol::MqttSn),
             events: VecDeque::new(),
         }
     }
@@ -394,9 +398,20 @@ impl ClientSession {
 
     // ---- output ----
 
-    /// The next message for the client.
+    /// The next message for the client; tell [`ClientSession::transmitted`] what became of it.
     pub(crate) fn poll_transmit(&mut self) -> Option<SnMessage> {
         self.transmit.pop_front()
+    }
+
+    /// The next message from [`ClientSession::poll_transmit`] was sent at `now` (`sent`), or
+    /// could not be: a delivery it carries is counted, its latency recorded and a QoS 0 queue
+    /// delivery settled only once its datagram is out.
+    pub(crate) fn transmitted(&mut self, sent: bool, now: Instant, metrics: &Metrics) {
+        if sent {
+            self.egress.written(1, now, metrics);
+        } else {
+            self.egress.abandoned(1);
+        }
     }
 
     /// The next thing the endpoint must do.
@@ -628,7 +643,7 @@ impl ClientSession {
         let topic_id = inflight.register.take().map_or(0, |r| r.topic_id);
         if regack.return_code == ReturnCode::Accepted {
             self.learn(topic_id);
-            self.send_publish(inflight.publish, inflight.pending, now, gw);
+            self.send_publish(inflight.publish, inflight.pending, now);
         } else {
             info!(client_id = %self.client_id, return_code = ?regack.return_code, "client refused our REGISTER: message dropped");
             gw.count_drop(DropReason::Untranslatable);
@@ -907,20 +922,22 @@ impl ClientSession {
                     deadline: now + self.limits.retransmit_timeout,
                 });
             }
-            _ => self.send_publish(publish, pending, now, gw),
+            _ => self.send_publish(publish, pending, now),
         }
     }
 
-    fn send_publish(&mut self, publish: Publish, pending: Pending, now: Instant, gw: &mut Gateway) {
+    fn send_publish(&mut self, publish: Publish, pending: Pending, now: Instant) {
         self.transmit.push_back(SnMessage::Publish(publish.clone()));
-        let metrics = gw.router.metrics();
-        metrics.protocol(Protocol::MqttSn).messages_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        record_delivery(metrics, Protocol::MqttSn, &pending.delivery, pending.taken_at, now);
         let step = match publish.qos {
             QoS::One => Step::PubAck,
             QoS::Two => Step::PubRec,
-            QoS::Zero | QoS::MinusOne => return settle(&pending.delivery),
+            QoS::Zero | QoS::MinusOne => {
+                // Settled once its datagram is sent.
+                let ack = pending.delivery.ack.clone();
+                return self.egress.record(self.transmit.len(), &pending.delivery, pending.taken_at, ack);
+            }
         };
+        self.egress.record(self.transmit.len(), &pending.delivery, pending.taken_at, None);
         self.out.inflight = Some(Inflight {
             step,
             register: None,
@@ -1141,6 +1158,29 @@ mod tests {
         let [SnMessage::Publish(resent), SnMessage::PingResp] = &sent[..] else { panic!("{sent:?}") };
         assert!(resent.dup && resent.msg_id == msg_id);
         assert_eq!(s.poll_timeout(), Some(t1 + gw.limits.retransmit_timeout));
+    }
+
+    #[test]
+    fn a_delivery_counts_once_its_datagram_is_sent_not_when_it_is_queued() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(60, true, false), true, t0, &mut gw);
+        let metrics = gw.router.metrics().clone();
+        let out = || metrics.protocol(Protocol::MqttSn).messages_out.load(std::sync::atomic::Ordering::Relaxed);
+        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t0, &mut gw);
+        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t0, &mut gw);
+        assert_eq!(out(), 0, "queued for the socket, not yet sent");
+        let sent = transmitted(&mut s);
+        let [SnMessage::ConnAck { .. }, SnMessage::Publish(_), SnMessage::Publish(_)] = &sent[..] else {
+            panic!("{sent:?}")
+        };
+        s.transmitted(true, t0, &metrics);
+        s.transmitted(true, t0, &metrics);
+        assert_eq!(out(), 1);
+        // The second datagram could not be sent (the client's address is gone).
+        s.transmitted(false, t0, &metrics);
+        assert_eq!(out(), 1);
     }
 
     #[test]

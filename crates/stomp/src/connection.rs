@@ -62,7 +62,7 @@ fn run(handler: Arc<StompHandler>, connection: Connection) -> impl Future<Output
         delivery_batch: 64,
         write_timeout: Some(config.write_timeout),
     };
-    drive(connection, stream, shutdown, None, limits)
+    drive(connection, stream, BytesMut::new(), shutdown, None, limits)
 }
 
 /// A STOMP connection as the driver sees it.
@@ -127,7 +127,7 @@ impl ProtocolSession for StompConnection {
         let now = Now { instant: now, wall: std::time::SystemTime::now() };
         for delivery in batch.drain(..) {
             if let Some(w) = self.session.handle_delivery(delivery, now) {
-                self.egress.record(self.session.output().len(), w.delivery, w.taken_at, w.settle);
+                self.egress.record(self.session.output().len(), &w.delivery, w.taken_at, w.settle);
             }
         }
     }

@@ -14,8 +14,8 @@ use std::time::{Instant, SystemTime};
 use bytes::{Buf, BytesMut};
 use stomp_codec::{Command, DecodeError, Encoder, Frame, Utf8Bytes, Version, encode_heartbeat};
 use tolk_core::{
-    CloseReason, Delivery, DropReason, Message, Origin, Protocol, QoS, Queue, QueueOptions, QueuePush, Session,
-    SubscriptionOptions,
+    CloseReason, Delivery, DropReason, Message, Origin, Protocol, QoS, Queue, QueueAck, QueueOptions, QueuePush,
+    Session, SubscriptionOptions,
 };
 use tracing::{debug, info, warn};
 
@@ -77,8 +77,8 @@ pub(crate) enum Deferred {
 pub(crate) struct Written {
     /// The delivery, kept for metrics.
     pub delivery: Delivery,
-    /// Ack the queue delivery once written (auto-ack subscription).
-    pub settle: bool,
+    /// The queue delivery to ack once written (auto-ack subscription).
+    pub settle: Option<QueueAck>,
     /// When the connection took it from the outbox.
     pub taken_at: Instant,
 }
@@ -573,9 +573,9 @@ impl StompSession {
         }
         let settle = if explicit {
             self.unacked.track(message_id, delivery.tag, delivery.ack.clone());
-            false
+            None
         } else {
-            delivery.ack.is_some()
+            delivery.ack.clone()
         };
         Some(Written { delivery, settle, taken_at: now.instant })
     }

@@ -1,7 +1,10 @@
 //! Deliveries on their way out, accounted for once their bytes are written, not when they are
 //! encoded: the egress and end-to-end latency hops, `tolk_messages_out_total`, and the
 //! settling of queue deliveries that need no acknowledgement from the client (AMQP no-ack,
-//! STOMP `ack:auto`), which a connection dying before the write must not have settled.
+//! STOMP `ack:auto`, MQTT QoS 0), which a connection dying before the write must not have
+//! settled: those go back to their queue.
+//!
+//! Output is counted in units: bytes on a stream, datagrams for MQTT-SN.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
@@ -9,15 +12,15 @@ use std::time::Instant;
 
 use tolk_metrics::{Metrics, Protocol};
 
-use crate::delivery::Delivery;
+use crate::delivery::{Delivery, QueueAck};
 use crate::frontend::record_delivery;
 
-/// A delivery whose bytes end at stream offset `end`.
+/// A delivery whose bytes end at stream offset `end`. It keeps the message (for the latency
+/// hops), not the whole delivery: an MQTT QoS 1 delivery lives on in the session's flows.
 struct Pending {
     end: u64,
     delivery: Delivery,
     taken_at: Instant,
-    settle: bool,
 }
 
 /// One connection's deliveries between encoding and the socket.
@@ -34,11 +37,13 @@ impl Egress {
     }
 
     /// `delivery`, taken from the outbox at `taken_at`, was encoded; its bytes end with the
-    /// `unwritten` bytes now waiting for the socket. `settle`: ack its queue delivery once
+    /// `unwritten` bytes now waiting for the socket. `settle`: its queue delivery, acked once
     /// written.
-    pub fn record(&mut self, unwritten: usize, delivery: Delivery, taken_at: Instant, settle: bool) {
+    pub fn record(&mut self, unwritten: usize, delivery: &Delivery, taken_at: Instant, settle: Option<QueueAck>) {
         let end = self.written_total + unwritten as u64;
-        self.pending.push_back(Pending { end, delivery, taken_at, settle });
+        let delivery =
+            Delivery { ack: settle, ..Delivery::new(delivery.message.clone(), delivery.qos, delivery.enqueued_at) };
+        self.pending.push_back(Pending { end, delivery, taken_at });
     }
 
     /// `n` more bytes were written at `now`: every delivery they complete is counted, its hops
@@ -51,15 +56,41 @@ impl Egress {
         {
             let p = self.pending.pop_front().expect("front exists");
             record_delivery(metrics, self.protocol, &p.delivery, p.taken_at, now);
-            if p.settle
-                && let Some(ack) = &p.delivery.ack
-            {
+            if let Some(ack) = &p.delivery.ack {
                 ack.ack();
             }
             done += 1;
         }
         if done > 0 {
             metrics.protocol(self.protocol).messages_out.fetch_add(done, Relaxed);
+        }
+    }
+}
+
+impl Egress {
+    /// `n` more units will never be written (a datagram for a client that is gone): the
+    /// deliveries they complete are not counted, and those to be settled go back to their
+    /// queue.
+    pub fn abandoned(&mut self, n: usize) {
+        self.written_total += n as u64;
+        while let Some(p) = self.pending.front()
+            && p.end <= self.written_total
+        {
+            let p = self.pending.pop_front().expect("front exists");
+            if let Some(ack) = &p.delivery.ack {
+                ack.nack(true);
+            }
+        }
+    }
+}
+
+impl Drop for Egress {
+    /// Deliveries to be settled once written that never were go back to their queue.
+    fn drop(&mut self) {
+        for p in self.pending.drain(..) {
+            if let Some(ack) = &p.delivery.ack {
+                ack.nack(true);
+            }
         }
     }
 }
@@ -80,8 +111,8 @@ mod tests {
     fn a_delivery_counts_once_its_last_byte_is_written() {
         let metrics = Metrics::new();
         let mut egress = Egress::new(Protocol::Stomp);
-        egress.record(10, delivery(), Instant::now(), false);
-        egress.record(25, delivery(), Instant::now(), false);
+        egress.record(10, &delivery(), Instant::now(), None);
+        egress.record(25, &delivery(), Instant::now(), None);
         let out = || metrics.protocol(Protocol::Stomp).messages_out.load(Relaxed);
         egress.written(9, Instant::now(), &metrics);
         assert_eq!(out(), 0, "one byte of the first is still waiting");
@@ -89,5 +120,10 @@ mod tests {
         assert_eq!(out(), 1);
         egress.written(15, Instant::now(), &metrics);
         assert_eq!(out(), 2);
+        egress.record(1, &delivery(), Instant::now(), None);
+        egress.abandoned(1);
+        egress.record(1, &delivery(), Instant::now(), None);
+        egress.written(1, Instant::now(), &metrics);
+        assert_eq!(out(), 3, "an abandoned unit is not counted, and the next one still is");
     }
 }

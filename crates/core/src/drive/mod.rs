@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
@@ -36,7 +36,7 @@ const FINAL_FLUSH: Duration = Duration::from_secs(2);
 
 /// A protocol's connection state machine, as the driver runs it. Every method is called with
 /// the current time and returns at once; output accumulates until the driver writes it.
-pub trait ProtocolSession: Send + Sync {
+pub trait ProtocolSession: Send {
     /// The core session: its outbox, and whether this connection's publishes are held back.
     fn core(&self) -> &Session;
 
@@ -93,6 +93,37 @@ pub trait ProtocolSession: Send + Sync {
 
     /// Why the connection ended, once it has: the driver writes what is pending and closes.
     fn finished(&self) -> Option<CloseReason>;
+
+    /// The connection is over, for `reason` (the session's own, or the driver's: output not
+    /// taken in time), and its last bytes are written or given up on. Runs before the socket
+    /// lingers, so that a client that is gone holds nothing meanwhile; MQTT parks a persistent
+    /// session here. By default the session is simply dropped.
+    fn release(self, reason: CloseReason)
+    where
+        Self: Sized,
+    {
+        let _ = reason;
+    }
+}
+
+/// Something outside the connection that its session wants to hear about, watched by the
+/// driver (see [`ProtocolSession::handle_signal`]).
+pub enum Signal {
+    /// Fires on every change (AMQP: a queue was deleted elsewhere).
+    Changes(watch::Receiver<u64>),
+    /// Fires once (MQTT: another connection took the client id over).
+    Once(oneshot::Receiver<()>),
+}
+
+impl Signal {
+    /// Waits for the next firing: `Some(more)` when it fired (`more`: it may fire again),
+    /// `None` when its sender is gone and nothing more will come.
+    async fn next(&mut self) -> Option<bool> {
+        match self {
+            Signal::Changes(changes) => changes.changed().await.ok().map(|()| true),
+            Signal::Once(once) => once.await.ok().map(|()| false),
+        }
+    }
 }
 
 /// A front end's sizes for its connections.
@@ -110,50 +141,72 @@ pub struct DriveLimits {
 }
 
 /// Runs `session` over `stream` until it finishes, the peer goes or the broker shuts down;
-/// returns why it ended. `signal`, when given, is watched for changes on the session's behalf
-/// (AMQP: queues deleted elsewhere). The session is dropped before the socket lingers, so that
-/// a client that is gone holds nothing (subscriptions, held publishers) while it drains.
+/// returns why it ended. `input` holds bytes already read and not yet handled (what followed an
+/// MQTT CONNECT). `signal`, when given, is watched on the session's behalf. The session is
+/// released before the socket lingers, so that a client that is gone holds nothing
+/// (subscriptions, held publishers) while it drains.
 ///
 /// Not an `async fn`: that would keep a second copy of every argument (the session among
 /// them) in the task of every connection, beside the one the body works on.
 #[allow(clippy::manual_async_fn, reason = "an async fn keeps its arguments twice in its state")]
 pub fn drive<S: ProtocolSession>(
-    mut session: S,
-    mut stream: TcpStream,
+    session: S,
+    stream: TcpStream,
+    input: BytesMut,
     shutdown: CancellationToken,
-    mut signal: Option<watch::Receiver<u64>>,
+    signal: Option<Signal>,
     limits: DriveLimits,
 ) -> impl Future<Output = CloseReason> + Send {
+    let mut driver = Driver { session, stream, input, shutdown, signal, limits };
     async move {
-        let reason = run(&mut session, &mut stream, &shutdown, &mut signal, limits).await;
+        let reason = run(&mut driver).await;
+        let Driver { session, stream, shutdown, .. } = driver;
         // Boxed: the close runs once per connection, and its futures (a timer, a write, the
         // linger) should not size the task of every idle one.
-        Box::pin(close(session, stream, shutdown)).await;
+        Box::pin(close(session, reason, stream, shutdown)).await;
         reason
     }
 }
 
-/// Writes what is pending, ends the session, then lingers.
-async fn close<S: ProtocolSession>(session: S, mut stream: TcpStream, shutdown: CancellationToken) {
+/// Everything a connection's task keeps, in one place: the loop borrows it, so that the
+/// task holds each part once (an `async fn` taking them would keep a second copy).
+struct Driver<S> {
+    session: S,
+    stream: TcpStream,
+    /// Read and not yet handled.
+    input: BytesMut,
+    shutdown: CancellationToken,
+    signal: Option<Signal>,
+    limits: DriveLimits,
+}
+
+/// Writes what is pending (unless the socket stopped taking output), releases the session,
+/// then lingers.
+async fn close<S: ProtocolSession>(
+    session: S,
+    reason: CloseReason,
+    mut stream: TcpStream,
+    shutdown: CancellationToken,
+) {
     let (mut reader, mut writer) = stream.split();
-    let flush = writer.write_all(session.pending_output());
-    let _ = tokio::time::timeout(FINAL_FLUSH, flush).await;
-    drop(session);
+    if reason != CloseReason::SlowConsumer || session.finished().is_some() {
+        let flush = writer.write_all(session.pending_output());
+        let _ = tokio::time::timeout(FINAL_FLUSH, flush).await;
+    }
+    session.release(reason);
     linger(&mut reader, &mut writer, &shutdown).await;
 }
 
-async fn run<S: ProtocolSession>(
-    session: &mut S,
-    stream: &mut TcpStream,
-    shutdown: &CancellationToken,
-    signal: &mut Option<watch::Receiver<u64>>,
-    limits: DriveLimits,
-) -> CloseReason {
+async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
+    let Driver { session, stream, input, shutdown, signal, limits } = driver;
+    let limits = &*limits;
     let (reader, mut writer) = stream.split();
-    // Empty until bytes arrive, and released once they are all handled: an idle connection
-    // holds no read buffer.
-    let mut input = BytesMut::new();
-    let mut batch = Vec::with_capacity(limits.delivery_batch);
+    if !input.is_empty() {
+        session.handle_bytes(input, Instant::now());
+    }
+    // Allocated by the first delivery, not before: a connection that never receives one (an
+    // idle sensor, a publisher) holds no room for a batch.
+    let mut batch = Vec::new();
     let mut shutting_down = false;
     // One timer for the connection's life, moved to each new deadline: a deadline that only
     // moves later (heartbeats) costs an atomic store, not a timer-wheel insertion per event.
@@ -164,8 +217,10 @@ async fn run<S: ProtocolSession>(
         if let Some(reason) = session.finished() {
             return reason;
         }
+        // Empty until bytes arrive, and released once they are all handled: an idle
+        // connection holds no read buffer.
         if input.is_empty() && input.capacity() > 0 {
-            input = BytesMut::new();
+            *input = BytesMut::new();
         }
         let backlog = session.pending_output().len();
         let stalled_at = limits.write_timeout.filter(|_| backlog > 0).map(|t| write_progress + t);
@@ -187,17 +242,22 @@ async fn run<S: ProtocolSession>(
         let reading = session.may_read() && backlog < limits.high_water;
         let window = if backlog < limits.high_water { session.delivery_window().min(limits.delivery_batch) } else { 0 };
         let watching = signal.is_some();
+        // What the waits below borrow: the core session, not the protocol's (which need not
+        // be `Sync`; the codecs of some are not).
+        let core = session.core();
         tokio::select! {
             _ = shutdown.cancelled(), if !shutting_down => {
                 shutting_down = true;
                 session.begin_shutdown(Instant::now());
             }
             // Waits for readability without a buffer; one is allocated only when bytes are there.
-            ready = reader.readable(), if reading => {
+            // (Polled on the stream itself: `readable()` is a future of 168 bytes in every
+            // connection's task, this one of 16.)
+            ready = std::future::poll_fn(|cx| reader.as_ref().poll_read_ready(cx)), if reading => {
                 input.reserve(limits.read_chunk);
-                match ready.and_then(|()| reader.try_read_buf(&mut input)) {
+                match ready.and_then(|()| reader.try_read_buf(input)) {
                     Ok(0) => session.handle_eof(!input.is_empty()),
-                    Ok(_) => session.handle_bytes(&mut input, Instant::now()),
+                    Ok(_) => session.handle_bytes(input, Instant::now()),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => session.handle_io_error(&e),
                 }
@@ -213,22 +273,24 @@ async fn run<S: ProtocolSession>(
             // Polled even with a window of 0: it then returns only when the outbox overflows,
             // which is how a client that stops acknowledging is told and closed instead of
             // being dropped from silently.
-            drained = session.core().receiver().drain(&mut batch, window) => match drained {
+            drained = core.receiver().drain(&mut batch, window) => match drained {
                 Ok(_) => session.handle_deliveries(&mut batch, Instant::now()),
                 Err(_) => session.handle_overflow(Instant::now()),
             },
             // Boxed when polled, as the congestion wait below: rare events whose futures should
             // not size the task of every idle connection (every branch's future is built on each
             // round, enabled or not).
-            changed = async { Box::pin(signal.as_mut().expect("watched only when present").changed()).await }, if watching => {
-                match changed {
-                    Ok(()) => session.handle_signal(Instant::now()),
-                    // The sender is gone: nothing more to watch.
-                    Err(_) => *signal = None,
+            fired = async { Box::pin(signal.as_mut().expect("watched only when present").next()).await }, if watching => {
+                if fired.is_some() {
+                    session.handle_signal(Instant::now());
+                }
+                if fired != Some(true) {
+                    // Fired for the last time, or its sender is gone: nothing more to watch.
+                    *signal = None;
                 }
             }
-            () = async { Box::pin(session.core().relieve_congestion()).await }, if congested => {
-                session.handle_bytes(&mut input, Instant::now());
+            () = async { Box::pin(core.relieve_congestion()).await }, if congested => {
+                session.handle_bytes(input, Instant::now());
             }
             () = timer.as_mut(), if deadline.is_some() => {
                 if !reading {
