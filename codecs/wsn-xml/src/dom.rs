@@ -312,6 +312,10 @@ impl<'i> Parser<'i, '_> {
     }
 
     fn resolve_element(&self, e: &BytesStart<'_>) -> Result<(Option<String>, String), ParseError> {
+        if !is_qname(e.name().into_inner()) {
+            // `<\n/>` and the like: quick-xml reads a tag without checking its name.
+            return Err(self.malformed(self.pos(), "an element name is not a qualified XML name"));
+        }
         let (result, local) = self.reader.resolver().resolve_element(e.name());
         let ns = self.namespace_of(result)?;
         if ns.as_deref() == Some("http://www.w3.org/2000/xmlns/") {
@@ -587,12 +591,52 @@ pub(crate) fn is_xml_char(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
+/// Namespaces in XML 1.0 §4 `QName ::= (Prefix ':')? LocalPart`, each part an `NCName`: an XML
+/// 1.0 `Name` (§2.3) without colons.
+fn is_qname(name: &str) -> bool {
+    let mut parts = name.splitn(2, ':');
+    parts.all(is_ncname)
+}
+
+fn is_ncname(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(is_name_start_char) && chars.all(is_name_char)
+}
+
+/// XML 1.0 (fifth edition) §2.3 `NameStartChar`, without the colon.
+fn is_name_start_char(c: char) -> bool {
+    matches!(c,
+        'A'..='Z' | '_' | 'a'..='z' | '\u{C0}'..='\u{D6}' | '\u{D8}'..='\u{F6}' | '\u{F8}'..='\u{2FF}'
+        | '\u{370}'..='\u{37D}' | '\u{37F}'..='\u{1FFF}' | '\u{200C}'..='\u{200D}' | '\u{2070}'..='\u{218F}'
+        | '\u{2C00}'..='\u{2FEF}' | '\u{3001}'..='\u{D7FF}' | '\u{F900}'..='\u{FDCF}' | '\u{FDF0}'..='\u{FFFD}'
+        | '\u{10000}'..='\u{EFFFF}')
+}
+
+/// XML 1.0 (fifth edition) §2.3 `NameChar`, without the colon.
+fn is_name_char(c: char) -> bool {
+    is_name_start_char(c)
+        || matches!(c, '-' | '.' | '0'..='9' | '\u{B7}' | '\u{300}'..='\u{36F}' | '\u{203F}'..='\u{2040}')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn plain(xml: &str) -> Result<Document, ParseError> {
         parse(xml.as_bytes(), &Limits::default(), &Plan::PLAIN)
+    }
+
+    #[test]
+    fn an_element_needs_a_qualified_name() {
+        for bad in ["<r><\n/></r>", "<r>< /></r>", "<1r/>", "<r><a:/></r>", "<r><:a/></r>", "<r><a:b:c/></r>"] {
+            assert!(matches!(plain(bad), Err(ParseError::Malformed { .. })), "{bad:?} parsed");
+        }
+        for good in ["<r/>", "<_r.x-1/>", "<é/>", "<r xmlns:p='urn:p'><p:a/></r>"] {
+            assert!(plain(good).is_ok(), "{good:?} refused");
+        }
+        // Inside a captured payload, too.
+        let captured = parse(b"<r><M xmlns='urn:m'><p><\n/></p></M></r>", &Limits::default(), &CAPTURE_UNDER_M);
+        assert!(matches!(captured, Err(ParseError::Malformed { .. })));
     }
 
     const CAPTURE_UNDER_M: Plan = Plan {
