@@ -15,11 +15,10 @@ use futures_util::future::Either;
 use mqtt_codec::{CONNACK_UNACCEPTABLE_PROTOCOL, CodecError, Packet, PacketCodec, Version, peek_version};
 use rmqtt_codec::v5::{self, ConnectAckReason, DisconnectReasonCode as Dis};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tolk_core::auth::{Authenticator, Credentials};
-use tolk_core::drive::{DriveLimits, ProtocolSession, Signal, drive};
+use tolk_core::drive::{DriveLimits, ProtocolSession, Signal, Transport, drive};
 use tolk_core::hold::{self, Held, HeldInput};
 use tolk_core::listener::{Connection, LINGER, linger};
 use tolk_core::{CloseReason, Delivery, Protocol, Router, Session};
@@ -50,7 +49,7 @@ pub struct Shared {
 
 /// The socket and read buffer during the handshake.
 struct Io {
-    stream: TcpStream,
+    stream: Transport,
     rbuf: BytesMut,
     shutdown: CancellationToken,
     config: Arc<MqttConfig>,
@@ -59,8 +58,8 @@ struct Io {
 impl Io {
     /// Writes the last bytes (a refusing CONNACK), then closes cleanly.
     async fn write_final(&mut self, bytes: &[u8]) {
-        let _ = tokio::time::timeout(LINGER, self.stream.write_all(bytes)).await;
         let (mut reader, mut writer) = self.stream.split();
+        let _ = tokio::time::timeout(LINGER, writer.write_all(bytes)).await;
         // Boxed: it runs once per connection, and its timer and buffer should not size the
         // task of every idle one.
         Box::pin(linger(&mut reader, &mut writer, &self.shutdown)).await;
@@ -469,7 +468,8 @@ async fn refuse_connack(io: &mut Io, codec: &mut PacketCodec, reason_code: Conne
 }
 
 async fn read_more(io: &mut Io) -> Result<(), Refused> {
-    match io.stream.read_buf(&mut io.rbuf).await {
+    let (mut reader, _) = io.stream.split();
+    match reader.read_buf(&mut io.rbuf).await {
         Ok(0) => Err(Refused(CloseReason::ClientClosed, String::new())),
         Ok(_) => Ok(()),
         Err(_) => Err(Refused(CloseReason::IoError, String::new())),

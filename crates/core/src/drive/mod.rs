@@ -11,8 +11,10 @@
 //! while more than [`DriveLimits::high_water`] bytes wait to be written.
 
 mod egress;
+mod transport;
 
 pub use egress::Egress;
+pub use transport::{ByteStream, Reader, Transport, TransportKind, Writer};
 
 use std::future::Future;
 use std::io;
@@ -20,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -151,7 +152,7 @@ pub struct DriveLimits {
 #[allow(clippy::manual_async_fn, reason = "an async fn keeps its arguments twice in its state")]
 pub fn drive<S: ProtocolSession>(
     session: S,
-    stream: TcpStream,
+    stream: Transport,
     input: BytesMut,
     shutdown: CancellationToken,
     signal: Option<Signal>,
@@ -172,7 +173,7 @@ pub fn drive<S: ProtocolSession>(
 /// task holds each part once (an `async fn` taking them would keep a second copy).
 struct Driver<S> {
     session: S,
-    stream: TcpStream,
+    stream: Transport,
     /// Read and not yet handled.
     input: BytesMut,
     shutdown: CancellationToken,
@@ -185,7 +186,7 @@ struct Driver<S> {
 async fn close<S: ProtocolSession>(
     session: S,
     reason: CloseReason,
-    mut stream: TcpStream,
+    mut stream: Transport,
     shutdown: CancellationToken,
 ) {
     let (mut reader, mut writer) = stream.split();
@@ -200,7 +201,7 @@ async fn close<S: ProtocolSession>(
 async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
     let Driver { session, stream, input, shutdown, signal, limits } = driver;
     let limits = &*limits;
-    let (reader, mut writer) = stream.split();
+    let (mut reader, mut writer) = stream.split();
     if !input.is_empty() {
         session.handle_bytes(input, Instant::now());
     }
@@ -250,15 +251,12 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
                 shutting_down = true;
                 session.begin_shutdown(Instant::now());
             }
-            // Waits for readability without a buffer; one is allocated only when bytes are there.
-            // (Polled on the stream itself: `readable()` is a future of 168 bytes in every
-            // connection's task, this one of 16.)
-            ready = std::future::poll_fn(|cx| reader.as_ref().poll_read_ready(cx)), if reading => {
-                input.reserve(limits.read_chunk);
-                match ready.and_then(|()| reader.try_read_buf(input)) {
+            // On TCP, waits for readability without a buffer; one is allocated only when bytes
+            // are there.
+            read = std::future::poll_fn(|cx| reader.poll_read_into(cx, input, limits.read_chunk)), if reading => {
+                match read {
                     Ok(0) => session.handle_eof(!input.is_empty()),
                     Ok(_) => session.handle_bytes(input, Instant::now()),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => session.handle_io_error(&e),
                 }
             }

@@ -15,18 +15,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::drive::Transport;
 use crate::frontend::FrontEndContext;
 use crate::router::Router;
 use tolk_metrics::{CloseReason, Protocol};
 
 /// One accepted connection, handed to the protocol.
 pub struct Connection {
-    /// The socket, with `TCP_NODELAY` set.
-    pub stream: TcpStream,
+    /// The transport: a TCP socket with `TCP_NODELAY` set, or a layer over one (TLS, a
+    /// WebSocket).
+    pub stream: Transport,
     /// The peer's address.
     pub peer: SocketAddr,
     /// Cancelled at broker shutdown: send the protocol's goodbye and return.
@@ -101,7 +103,12 @@ async fn accept_loop<H: ConnectionHandler>(
         let _ = stream.set_nodelay(true);
         // Clones, not child tokens: nothing cancels one connection alone, and a child token
         // would cost every connection an allocation.
-        let connection = Connection { stream, peer, shutdown: ctx.shutdown.clone(), router: ctx.router.clone() };
+        let connection = Connection {
+            stream: Transport::Tcp(stream),
+            peer,
+            shutdown: ctx.shutdown.clone(),
+            router: ctx.router.clone(),
+        };
         // `client_id` is filled in by the protocol once the client names itself: one span per
         // connection (a span is 40 bytes in every connection's task).
         let span = info_span!("conn", %protocol, %peer, client_id = tracing::field::Empty);

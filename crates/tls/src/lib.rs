@@ -1,0 +1,145 @@
+//! TLS for tolk's listeners, with rustls and its ring provider (no OpenSSL, no aws-lc: both
+//! break or bloat the Raspberry Pi builds).
+//!
+//! One [`Tls`] is made from the `[tls]` section and shared by every listener that has a
+//! `tls_bind`. Certificates and keys are PEM files, as Mosquitto and RabbitMQ take them. On
+//! SIGHUP the broker calls [`Tls::reload`]: new handshakes use the new files, established
+//! connections keep theirs, and files that do not load leave the old ones in place.
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::ServerConfig;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde::Deserialize;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+/// The `[tls]` section.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The server's certificate chain (PEM), leaf first.
+    pub cert_file: PathBuf,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+    /// CA certificates (PEM) that client certificates must chain to. With it, clients may
+    /// present a certificate; with `require_client_cert`, they must.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Refuse clients without a valid certificate (needs `ca_file`).
+    #[serde(default)]
+    pub require_client_cert: bool,
+    /// Longest a TLS handshake may take; a client that does not finish it is closed.
+    #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
+    pub handshake_timeout: Duration,
+}
+
+fn default_handshake_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// Why the TLS settings could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read or holds no valid PEM.
+    #[error("[tls] {setting} = {path:?}: {message}")]
+    File {
+        /// The setting that names the file.
+        setting: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `require_client_cert` without `ca_file`.
+    #[error("[tls] require_client_cert = true needs ca_file: the CA that client certificates must chain to")]
+    NoClientCa,
+    /// rustls refused the combination (e.g. a key that does not match the certificate).
+    #[error("[tls]: {0}")]
+    Rustls(#[from] rustls::Error),
+    /// The client-certificate verifier could not be built from `ca_file`.
+    #[error("[tls] ca_file: {0}")]
+    ClientVerifier(#[from] rustls::server::VerifierBuilderError),
+}
+
+/// The broker's TLS server settings, reloadable.
+pub struct Tls {
+    config: TlsConfig,
+    current: RwLock<Arc<ServerConfig>>,
+}
+
+impl Tls {
+    /// Loads the files named in `config`.
+    pub fn load(config: TlsConfig) -> Result<Arc<Tls>, TlsError> {
+        let server = Arc::new(server_config(&config)?);
+        Ok(Arc::new(Tls { config, current: RwLock::new(server) }))
+    }
+
+    /// Reads the files again (SIGHUP): later handshakes use them. On error the previous
+    /// certificates stay in use.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let server = Arc::new(server_config(&self.config)?);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = server;
+        Ok(())
+    }
+
+    /// The settings new handshakes use.
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Runs the server side of a TLS handshake on `stream`, within the handshake timeout.
+    pub async fn accept(&self, stream: TcpStream) -> io::Result<TlsStream<TcpStream>> {
+        let acceptor = TlsAcceptor::from(self.server_config());
+        match tokio::time::timeout(self.config.handshake_timeout, acceptor.accept(stream)).await {
+            Ok(result) => result,
+            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake not finished in time")),
+        }
+    }
+}
+
+fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsError> {
+    let certs = certificates("cert_file", &config.cert_file)?;
+    let key = PrivateKeyDer::from_pem_file(&config.key_file).map_err(|e| file_error("key_file", &config.key_file, e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
+    let builder = match &config.ca_file {
+        Some(ca_file) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in certificates("ca_file", ca_file)? {
+                roots.add(cert).map_err(|e| file_error("ca_file", ca_file, e))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier =
+                if config.require_client_cert { verifier.build()? } else { verifier.allow_unauthenticated().build()? };
+            builder.with_client_cert_verifier(verifier)
+        }
+        None if config.require_client_cert => return Err(TlsError::NoClientCa),
+        None => builder.with_no_client_auth(),
+    };
+    Ok(builder.with_single_cert(certs, key)?)
+}
+
+fn certificates(setting: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_error(setting, path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_error(setting, path, e))?;
+    if certs.is_empty() {
+        return Err(file_error(setting, path, "no CERTIFICATE block in it"));
+    }
+    Ok(certs)
+}
+
+fn file_error(setting: &'static str, path: &Path, error: impl std::fmt::Display) -> TlsError {
+    TlsError::File { setting, path: path.to_owned(), message: error.to_string() }
+}
