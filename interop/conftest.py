@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import trustme
 
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = Path(os.environ.get("TOLK_BIN", ROOT / "target" / "debug" / "tolk"))
@@ -23,8 +24,14 @@ def free_port(kind=socket.SOCK_STREAM):
         return s.getsockname()[1]
 
 
+# The TCP front ends that also get a TLS listener (`tls_bind`), and their port key.
+TLS_SECTIONS = ("mqtt", "stomp", "amqp")
+
+
 class Broker:
-    """A running broker: `port(section)` gives the port of a listener by its config section."""
+    """A running broker: `port(section)` gives the port of a listener by its config section,
+    `port("mqtt-tls")` that of its TLS listener; `ca_file` is the CA the TLS listeners' server
+    certificate (for `localhost` and 127.0.0.1) chains to."""
 
     host = "127.0.0.1"
 
@@ -44,9 +51,20 @@ class Broker:
                 port = free_port(kind)
                 self.ports[section] = port
                 line = f'bind = "127.0.0.1:{port}"'
+                if section in TLS_SECTIONS:
+                    tls_port = free_port()
+                    self.ports[f"{section}-tls"] = tls_port
+                    line += f'\ntls_bind = "127.0.0.1:{tls_port}"'
             if line.startswith("data_dir = "):
                 line = f'data_dir = "{workdir / "data"}"'
             lines.append(line)
+        ca = trustme.CA()
+        server = ca.issue_cert("localhost", "127.0.0.1")
+        self.ca_file = workdir / "ca.pem"
+        ca.cert_pem.write_to_path(str(self.ca_file))
+        server.cert_chain_pems[0].write_to_path(str(workdir / "server.pem"))
+        server.private_key_pem.write_to_path(str(workdir / "server-key.pem"))
+        lines += ["[tls]", f'cert_file = "{workdir / "server.pem"}"', f'key_file = "{workdir / "server-key.pem"}"']
         self.config = workdir / "tolk.toml"
         self.config.write_text("\n".join(lines) + "\n")
         self.log = workdir / "tolk.log"

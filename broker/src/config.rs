@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use tolk_core::RouterConfig;
-use tolk_core::frontend::{FrontEnd, Transport};
+use tolk_core::frontend::{FrontEnd, Socket};
 
 /// The documented default configuration, as shipped.
 pub const DEFAULT_CONFIG: &str = include_str!("../default-config.toml");
@@ -39,6 +39,8 @@ pub struct Config {
     pub stomp: tolk_stomp::StompConfig,
     /// The WS-Notification endpoint (served on the HTTP port).
     pub wsn: tolk_wsn::WsnConfig,
+    /// Certificates for the listeners with a `tls_bind`; absent: no TLS.
+    pub tls: Option<tolk_tls::TlsConfig>,
 }
 
 impl Default for Config {
@@ -54,6 +56,7 @@ impl Default for Config {
             mqttsn: tolk_mqttsn::MqttSnConfig::default(),
             stomp: tolk_stomp::StompConfig::default(),
             wsn: tolk_wsn::WsnConfig::default(),
+            tls: None,
         }
     }
 }
@@ -176,15 +179,29 @@ impl Config {
         if self.wsn.enabled && !self.http.enabled {
             bail!("wsn.enabled: WS-Notification is served on the HTTP port; enable [http] or disable [wsn]");
         }
-        let mut seen: HashMap<(Transport, u16), &str> = HashMap::new();
-        let http = self.http.enabled.then_some(("http", Transport::Tcp, self.http.bind));
-        let listens = self.front_ends().into_iter().flat_map(|f| f.listens()).map(|l| (l.name, l.transport, l.addr));
+        let tls_binds = [
+            ("mqtt.tls_bind", self.mqtt.enabled && self.mqtt.tls_bind.is_some()),
+            ("stomp.tls_bind", self.stomp.enabled && self.stomp.tls_bind.is_some()),
+            ("amqp.tls_bind", self.amqp.enabled && self.amqp.tls_bind.is_some()),
+        ];
+        match &self.tls {
+            None => {
+                if let Some((setting, _)) = tls_binds.iter().find(|(_, set)| *set) {
+                    bail!("{setting} is set, but there is no [tls] section with cert_file and key_file");
+                }
+            }
+            // The files are read now, so that --check-config finds a missing or bad one.
+            Some(tls) => drop(tolk_tls::Tls::load(tls.clone())?),
+        }
+        let mut seen: HashMap<(Socket, u16), &str> = HashMap::new();
+        let http = self.http.enabled.then_some(("http.bind", Socket::Tcp, self.http.bind));
+        let listens = self.front_ends().into_iter().flat_map(|f| f.listens()).map(|l| (l.setting, l.socket, l.addr));
         for (name, transport, addr) in http.into_iter().chain(listens) {
             if addr.port() == 0 {
                 continue;
             }
             if let Some(other) = seen.insert((transport, addr.port()), name) {
-                bail!("{name}.bind: port {} is already used by the {other} listener", addr.port());
+                bail!("{name}: port {} is already used by {other}", addr.port());
             }
         }
         Ok(())

@@ -87,7 +87,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     let metrics = Arc::new(Metrics::new());
     let router = Router::new(config.core.clone(), metrics.clone());
-    let ctx = FrontEndContext::new(router, config.data_dir.clone());
+    let mut ctx = FrontEndContext::new(router, config.data_dir.clone());
+    if let Some(tls) = &config.tls {
+        let tls = tolk_tls::Tls::load(tls.clone())?;
+        spawn_tls_reload(tls.clone(), &ctx)?;
+        ctx.tls = Some(tls);
+    }
 
     // Every front end starts; those served on the HTTP port hand back their routes, and the
     // HTTP server binds last, with all of them, and tells the front ends where it is.
@@ -128,6 +133,27 @@ fn notify_systemd(state: &[sd_notify::NotifyState]) {
     if let Err(e) = sd_notify::notify(state) {
         warn!(error = %e, "cannot notify systemd");
     }
+}
+
+/// Reloads the TLS certificates on every SIGHUP: new handshakes use the new files,
+/// established connections keep theirs, and files that do not load leave the old ones.
+fn spawn_tls_reload(tls: Arc<tolk_tls::Tls>, ctx: &FrontEndContext) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+    let shutdown = ctx.shutdown.clone();
+    ctx.tracker.spawn(async move {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                received = hangup.recv() => if received.is_none() { return },
+            }
+            match tls.reload() {
+                Ok(()) => info!("SIGHUP: TLS certificates reloaded"),
+                Err(e) => warn!(error = %e, "SIGHUP: TLS certificates not reloaded; the previous ones stay in use"),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Resolves on SIGINT or SIGTERM. The handlers are registered when this is called, not when

@@ -97,6 +97,22 @@ fn config_errors_name_file_field_and_problem_and_exit_non_zero() {
 }
 
 #[test]
+fn a_tls_listener_needs_loadable_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |text: &str| {
+        let path = write_config(&dir, text);
+        let out = tolk().arg("--config").arg(&path).arg("--check-config").output().unwrap();
+        (out.status.code(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (code, err) = check("[mqtt]\ntls_bind = \"127.0.0.1:0\"\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("mqtt.tls_bind") && err.contains("[tls]"), "{err}");
+    let (code, err) = check("[tls]\ncert_file = \"/nonexistent/server.pem\"\nkey_file = \"/nonexistent/key.pem\"\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("cert_file") && err.contains("/nonexistent/server.pem"), "{err}");
+}
+
+#[test]
 fn tells_systemd_it_is_ready_once_listening_and_when_stopping() {
     use std::os::unix::net::UnixDatagram;
     let dir = tempfile::tempdir().unwrap();

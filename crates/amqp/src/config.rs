@@ -14,6 +14,9 @@ pub struct AmqpConfig {
     pub enabled: bool,
     /// Address and TCP port to listen on (AMQP's standard port is 5672).
     pub bind: SocketAddr,
+    /// Address and port of the TLS listener (conventionally 5671); needs the broker's
+    /// `[tls]` section. None: no TLS listener.
+    pub tls_bind: Option<SocketAddr>,
     /// Most AMQP connections open at once; further ones are accepted and closed immediately.
     pub max_connections: usize,
     /// Most simultaneous connections from one IP address, so that one host cannot take every
@@ -70,6 +73,7 @@ impl Default for AmqpConfig {
         AmqpConfig {
             enabled: true,
             bind: SocketAddr::from(([0, 0, 0, 0], 5672)),
+            tls_bind: None,
             max_connections: 1024,
             max_connections_per_address: 100,
             max_silence: Duration::from_secs(3600),

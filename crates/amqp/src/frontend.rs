@@ -4,8 +4,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started, Transport};
-use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, bind_tcp, spawn_tcp};
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
+use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, TcpListeners};
 use tolk_core::{CloseReason, Protocol};
 
 use crate::config::AmqpConfig;
@@ -20,6 +20,19 @@ impl AmqpFrontEnd {
     /// A front end with `config`; nothing is bound until [`FrontEnd::start`].
     pub fn new(config: AmqpConfig) -> Self {
         AmqpFrontEnd { config }
+    }
+
+    fn listeners(&self) -> TcpListeners {
+        TcpListeners {
+            label: "AMQP 0-9-1",
+            settings: ("amqp.bind", "amqp.tls_bind"),
+            bind: self.config.bind,
+            tls_bind: self.config.tls_bind,
+            limits: ConnectionLimits {
+                max_connections: self.config.max_connections,
+                max_per_address: self.config.max_connections_per_address,
+            },
+        }
     }
 }
 
@@ -46,7 +59,7 @@ impl FrontEnd for AmqpFrontEnd {
         if !self.config.enabled {
             return Vec::new();
         }
-        vec![Listen { name: "amqp", transport: Transport::Tcp, addr: self.config.bind }]
+        self.listeners().listens()
     }
 
     fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture {
@@ -54,15 +67,9 @@ impl FrontEnd for AmqpFrontEnd {
             if !self.config.enabled {
                 return Ok(Started::default());
             }
-            let listener = bind_tcp("amqp", self.config.bind).await?;
-            let addr = listener.local_addr()?;
-            let limits = ConnectionLimits {
-                max_connections: self.config.max_connections,
-                max_per_address: self.config.max_connections_per_address,
-            };
+            let listeners = self.listeners();
             let shared = Arc::new(Shared::new(self.config, ctx.router.clone(), ctx.auth.clone()));
-            spawn_tcp(listener, Arc::new(Handler { shared }), limits, &ctx);
-            Ok(Started::listening(vec![addr]))
+            Ok(Started::listening(listeners.start(Arc::new(Handler { shared }), &ctx).await?))
         })
     }
 }

@@ -34,9 +34,23 @@ pub struct FrontEndContext {
     pub http_addr: Arc<OnceLock<SocketAddr>>,
     /// Decides who may connect, for every protocol ([`AllowAll`] until users are configured).
     pub auth: Arc<dyn Authenticator>,
+    /// The `[tls]` certificates, for listeners with a `tls_bind`; `None` without a `[tls]`
+    /// section.
+    pub tls: Option<Arc<tolk_tls::Tls>>,
 }
 
 impl FrontEndContext {
+    /// The TLS settings for the listener `setting` names (`"mqtt.tls_bind"`): an error a user
+    /// can act on when there is no `[tls]` section.
+    pub fn tls_for(&self, setting: &str) -> io::Result<Arc<tolk_tls::Tls>> {
+        self.tls.clone().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{setting} is set, but there is no [tls] section with cert_file and key_file"),
+            )
+        })
+    }
+
     /// A context with fresh shutdown token and task tracker (the broker makes one at start;
     /// tests make their own).
     pub fn new(router: Router, data_dir: PathBuf) -> Self {
@@ -47,13 +61,14 @@ impl FrontEndContext {
             data_dir,
             http_addr: Arc::default(),
             auth: Arc::new(AllowAll),
+            tls: None,
         }
     }
 }
 
-/// Transport of a declared listener.
+/// The kind of socket a declared listener binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Transport {
+pub enum Socket {
     /// A TCP listener.
     Tcp,
     /// A UDP socket.
@@ -64,10 +79,10 @@ pub enum Transport {
 /// refuse a configuration where two listeners claim the same port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listen {
-    /// Which listener, for messages (`"mqtt"`, `"stomp"`…).
-    pub name: &'static str,
+    /// The setting that names it, for messages (`"mqtt.bind"`, `"mqtt.tls_bind"`…).
+    pub setting: &'static str,
     /// TCP or UDP.
-    pub transport: Transport,
+    pub socket: Socket,
     /// Configured address (port 0 = any free port).
     pub addr: SocketAddr,
 }

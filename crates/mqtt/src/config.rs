@@ -14,6 +14,9 @@ pub struct MqttConfig {
     pub enabled: bool,
     /// Address and port to listen on (IANA port 1883).
     pub bind: SocketAddr,
+    /// Address and port of the TLS listener (conventionally 8883); needs the broker's
+    /// `[tls]` section. None: no TLS listener.
+    pub tls_bind: Option<SocketAddr>,
     /// Most simultaneous MQTT connections; more are accepted and closed at once.
     pub max_connections: usize,
     /// Most simultaneous connections from one IP address, so that one host cannot take every
@@ -71,6 +74,7 @@ impl Default for MqttConfig {
         MqttConfig {
             enabled: true,
             bind: SocketAddr::from(([0, 0, 0, 0], default_port())),
+            tls_bind: None,
             max_connections: 10_000,
             max_connections_per_address: 100,
             max_packet_size_bytes: 1024 * 1024,

@@ -5,8 +5,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started, Transport};
-use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, bind_tcp, spawn_tcp};
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
+use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, TcpListeners};
 use tolk_core::{CloseReason, Protocol};
 
 use crate::config::MqttConfig;
@@ -22,6 +22,19 @@ impl MqttFrontEnd {
     /// A front end with these settings; nothing happens until [`FrontEnd::start`].
     pub fn new(config: MqttConfig) -> Self {
         MqttFrontEnd { config }
+    }
+
+    fn listeners(&self) -> TcpListeners {
+        TcpListeners {
+            label: "MQTT 3.1.1/5.0",
+            settings: ("mqtt.bind", "mqtt.tls_bind"),
+            bind: self.config.bind,
+            tls_bind: self.config.tls_bind,
+            limits: ConnectionLimits {
+                max_connections: self.config.max_connections,
+                max_per_address: self.config.max_connections_per_address,
+            },
+        }
     }
 }
 
@@ -46,7 +59,7 @@ impl FrontEnd for MqttFrontEnd {
         if !self.config.enabled {
             return Vec::new();
         }
-        vec![Listen { name: "mqtt", transport: Transport::Tcp, addr: self.config.bind }]
+        self.listeners().listens()
     }
 
     fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture {
@@ -54,20 +67,14 @@ impl FrontEnd for MqttFrontEnd {
             if !self.config.enabled {
                 return Ok(Started::default());
             }
-            let listener = bind_tcp("mqtt", self.config.bind).await?;
-            let addr = listener.local_addr()?;
+            let listeners = self.listeners();
             let registry = Arc::new(Registry::new(self.config.max_sessions));
-            let reaper = registry.clone();
+            let shared =
+                Arc::new(Shared { config: Arc::new(self.config), registry: registry.clone(), auth: ctx.auth.clone() });
+            let addrs = listeners.start(Arc::new(Handler(shared)), &ctx).await?;
             let shutdown = ctx.shutdown.clone();
-            ctx.tracker.spawn(async move { reaper.run_reaper(shutdown).await });
-            let limits = ConnectionLimits {
-                max_connections: self.config.max_connections,
-                max_per_address: self.config.max_connections_per_address,
-            };
-            let shared = Arc::new(Shared { config: Arc::new(self.config), registry, auth: ctx.auth.clone() });
-            spawn_tcp(listener, Arc::new(Handler(shared)), limits, &ctx);
-            tracing::info!(%addr, "MQTT 3.1.1/5.0 listening");
-            Ok(Started::listening(vec![addr]))
+            ctx.tracker.spawn(async move { registry.run_reaper(shutdown).await });
+            Ok(Started::listening(addrs))
         })
     }
 }

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started, Transport};
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, Socket, StartFuture, Started};
 use tracing::{Instrument, info, info_span};
 
 use crate::config::MqttSnConfig;
@@ -46,7 +46,7 @@ impl FrontEnd for MqttSnFrontEnd {
         if !self.config.enabled {
             return Vec::new();
         }
-        vec![Listen { name: "mqttsn", transport: Transport::Udp, addr: self.config.bind }]
+        vec![Listen { setting: "mqttsn.bind", socket: Socket::Udp, addr: self.config.bind }]
     }
 
     fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture {

@@ -15,6 +15,9 @@ pub struct StompConfig {
     pub enabled: bool,
     /// Address and port to listen on (61613 is the port STOMP brokers conventionally use).
     pub bind: SocketAddr,
+    /// Address and port of the TLS listener (conventionally 61614); needs the broker's
+    /// `[tls]` section. None: no TLS listener.
+    pub tls_bind: Option<SocketAddr>,
     /// Most simultaneous STOMP connections; more are accepted and closed at once.
     pub max_connections: usize,
     /// Most simultaneous connections from one IP address, so that one host cannot take every
@@ -82,6 +85,7 @@ impl Default for StompConfig {
         StompConfig {
             enabled: true,
             bind: SocketAddr::from(([0, 0, 0, 0], default_port())),
+            tls_bind: None,
             max_connections: 10_000,
             max_connections_per_address: 100,
             max_frame_size_bytes: Limits::DEFAULT_MAX_FRAME_SIZE,

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started, Transport};
-use tolk_core::listener::{ConnectionLimits, bind_tcp, spawn_tcp};
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
+use tolk_core::listener::{ConnectionLimits, TcpListeners};
 
 use crate::config::StompConfig;
 use crate::connection::StompHandler;
@@ -19,6 +19,19 @@ impl StompFrontEnd {
     pub fn new(config: StompConfig) -> Self {
         StompFrontEnd { config }
     }
+
+    fn listeners(&self) -> TcpListeners {
+        TcpListeners {
+            label: "STOMP",
+            settings: ("stomp.bind", "stomp.tls_bind"),
+            bind: self.config.bind,
+            tls_bind: self.config.tls_bind,
+            limits: ConnectionLimits {
+                max_connections: self.config.max_connections,
+                max_per_address: self.config.max_connections_per_address,
+            },
+        }
+    }
 }
 
 impl FrontEnd for StompFrontEnd {
@@ -30,7 +43,7 @@ impl FrontEnd for StompFrontEnd {
         if !self.config.enabled {
             return Vec::new();
         }
-        vec![Listen { name: "stomp", transport: Transport::Tcp, addr: self.config.bind }]
+        self.listeners().listens()
     }
 
     fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture {
@@ -38,16 +51,9 @@ impl FrontEnd for StompFrontEnd {
             if !self.config.enabled {
                 return Ok(Started::default());
             }
-            let listener = bind_tcp("stomp", self.config.bind).await?;
-            let addr = listener.local_addr()?;
-            let limits = ConnectionLimits {
-                max_connections: self.config.max_connections,
-                max_per_address: self.config.max_connections_per_address,
-            };
+            let listeners = self.listeners();
             let handler = Arc::new(StompHandler { config: Arc::new(self.config), auth: ctx.auth.clone() });
-            spawn_tcp(listener, handler, limits, &ctx);
-            tracing::info!(%addr, "STOMP listening");
-            Ok(Started::listening(vec![addr]))
+            Ok(Started::listening(listeners.start(handler, &ctx).await?))
         })
     }
 }

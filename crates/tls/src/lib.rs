@@ -18,13 +18,13 @@ use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 /// The `[tls]` section.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// The server's certificate chain (PEM), leaf first.
@@ -109,7 +109,8 @@ impl Tls {
 
 fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsError> {
     let certs = certificates("cert_file", &config.cert_file)?;
-    let key = PrivateKeyDer::from_pem_file(&config.key_file).map_err(|e| file_error("key_file", &config.key_file, e))?;
+    let key =
+        PrivateKeyDer::from_pem_file(&config.key_file).map_err(|e| file_error("key_file", &config.key_file, e))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
     let builder = match &config.ca_file {
@@ -119,8 +120,11 @@ fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsError> {
                 roots.add(cert).map_err(|e| file_error("ca_file", ca_file, e))?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-            let verifier =
-                if config.require_client_cert { verifier.build()? } else { verifier.allow_unauthenticated().build()? };
+            let verifier = if config.require_client_cert {
+                verifier.build()?
+            } else {
+                verifier.allow_unauthenticated().build()?
+            };
             builder.with_client_cert_verifier(verifier)
         }
         None if config.require_client_cert => return Err(TlsError::NoClientCa),

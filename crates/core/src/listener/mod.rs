@@ -15,14 +15,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::net::TcpListener;
+use futures_util::future::Either;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use crate::drive::Transport;
-use crate::frontend::FrontEndContext;
+use crate::drive::{Transport, TransportKind};
+use crate::frontend::{FrontEndContext, Listen, Socket};
 use crate::router::Router;
 use tolk_metrics::{CloseReason, Protocol};
+use tolk_tls::Tls;
 
 /// One accepted connection, handed to the protocol.
 pub struct Connection {
@@ -46,6 +48,54 @@ pub trait ConnectionHandler: Send + Sync + 'static {
     fn handle(self: Arc<Self>, connection: Connection) -> impl Future<Output = CloseReason> + Send;
 }
 
+/// The TCP listeners of a front end: `bind`, and `tls_bind` when set, both served by the same
+/// connection handler. One description, used to declare the sockets before anything starts
+/// and then to bind and serve them.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpListeners {
+    /// The protocol's name in logs ("MQTT").
+    pub label: &'static str,
+    /// The settings that name the two addresses (`"mqtt.bind"`, `"mqtt.tls_bind"`).
+    pub settings: (&'static str, &'static str),
+    /// The plain listener.
+    pub bind: SocketAddr,
+    /// The TLS listener, if any (needs the broker's `[tls]` section).
+    pub tls_bind: Option<SocketAddr>,
+    /// Connection limits, counted per listener.
+    pub limits: ConnectionLimits,
+}
+
+impl TcpListeners {
+    /// The sockets these listeners will bind.
+    pub fn listens(&self) -> Vec<Listen> {
+        let plain = Listen { setting: self.settings.0, socket: Socket::Tcp, addr: self.bind };
+        let tls = self.tls_bind.map(|addr| Listen { setting: self.settings.1, socket: Socket::Tcp, addr });
+        std::iter::once(plain).chain(tls).collect()
+    }
+
+    /// Binds and serves them; returns the bound addresses (plain first, then TLS).
+    pub async fn start<H: ConnectionHandler>(
+        &self,
+        handler: Arc<H>,
+        ctx: &FrontEndContext,
+    ) -> io::Result<Vec<SocketAddr>> {
+        // Checked before binding anything, so that a missing [tls] leaves no listener behind.
+        let tls = self.tls_bind.map(|_| ctx.tls_for(self.settings.1)).transpose()?;
+        let listener = bind_tcp(self.settings.0, self.bind).await?;
+        let mut addrs = vec![listener.local_addr()?];
+        spawn_tcp(listener, handler.clone(), self.limits, ctx);
+        info!(addr = %addrs[0], "{} listening", self.label);
+        if let (Some(tls_bind), Some(tls)) = (self.tls_bind, tls) {
+            let listener = bind_tcp(self.settings.1, tls_bind).await?;
+            let addr = listener.local_addr()?;
+            spawn_tls(listener, handler, self.limits, ctx, tls);
+            info!(%addr, "{} over TLS listening", self.label);
+            addrs.push(addr);
+        }
+        Ok(addrs)
+    }
+}
+
 /// Binds a TCP listener, naming the listener in the error so a user knows which setting to fix.
 pub async fn bind_tcp(name: &str, addr: SocketAddr) -> io::Result<TcpListener> {
     TcpListener::bind(addr)
@@ -63,10 +113,33 @@ pub fn spawn_tcp<H: ConnectionHandler>(
     limits: ConnectionLimits,
     ctx: &FrontEndContext,
 ) {
+    spawn(listener, handler, limits, ctx, None);
+}
+
+/// As [`spawn_tcp`], for a listener whose connections start with a TLS handshake (a
+/// `tls_bind`). A client that does not complete it (a plain client on the TLS port, a
+/// certificate refused) is closed, counted as a protocol error and logged.
+pub fn spawn_tls<H: ConnectionHandler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    limits: ConnectionLimits,
+    ctx: &FrontEndContext,
+    tls: Arc<Tls>,
+) {
+    spawn(listener, handler, limits, ctx, Some(tls));
+}
+
+fn spawn<H: ConnectionHandler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    limits: ConnectionLimits,
+    ctx: &FrontEndContext,
+    tls: Option<Arc<Tls>>,
+) {
     let ctx = ctx.clone();
     let tracker = ctx.tracker.clone();
     let admission = Admission::new(limits, handler.protocol(), ctx.router.metrics().clone());
-    tracker.spawn(accept_loop(listener, handler, admission, ctx));
+    tracker.spawn(accept_loop(listener, handler, admission, ctx, tls));
 }
 
 async fn accept_loop<H: ConnectionHandler>(
@@ -74,6 +147,7 @@ async fn accept_loop<H: ConnectionHandler>(
     handler: Arc<H>,
     admission: Arc<Admission>,
     ctx: FrontEndContext,
+    tls: Option<Arc<Tls>>,
 ) {
     let protocol = handler.protocol();
     let metrics = ctx.router.metrics().clone();
@@ -101,24 +175,23 @@ async fn accept_loop<H: ConnectionHandler>(
         };
         let Some(admitted) = admission.admit(peer.ip()) else { continue };
         let _ = stream.set_nodelay(true);
-        // Clones, not child tokens: nothing cancels one connection alone, and a child token
-        // would cost every connection an allocation.
-        let connection = Connection {
-            stream: Transport::Tcp(stream),
-            peer,
-            shutdown: ctx.shutdown.clone(),
-            router: ctx.router.clone(),
-        };
-        // `client_id` is filled in by the protocol once the client names itself: one span per
-        // connection (a span is 40 bytes in every connection's task).
         let span = info_span!("conn", %protocol, %peer, client_id = tracing::field::Empty);
         let open = metrics.connection_opened(protocol);
-        span.in_scope(|| debug!("connection opened"));
-        // The handler's future is mapped, not awaited inside an `async` block: a block would
-        // keep its own copy of the connection beside the handler's, in every connection's
-        // task. If the handler panics, dropping the closure still gives back the permit and
-        // the gauge.
-        let task = handler.clone().handle(connection).map(move |reason| {
+        span.in_scope(|| debug!(tls = tls.is_some(), "connection opened"));
+        let (shutdown, router, handler) = (ctx.shutdown.clone(), ctx.router.clone(), handler.clone());
+        let serve = move |stream| handler.handle(Connection { stream, peer, shutdown, router });
+        // Combinators, not an async block: the handshake (boxed, while it runs) and the
+        // connection each take the task's memory in turn, not together.
+        let run = match &tls {
+            None => Either::Left(serve(Transport::Tcp(stream))),
+            Some(tls) => {
+                Either::Right(Box::pin(handshake(tls.clone(), stream)).then(move |handshake| match handshake {
+                    Ok(stream) => Either::Left(serve(stream)),
+                    Err(reason) => Either::Right(std::future::ready(reason)),
+                }))
+            }
+        };
+        let task = run.map(move |reason| {
             let _admitted = admitted;
             open.closed(reason);
             match reason {
@@ -127,5 +200,16 @@ async fn accept_loop<H: ConnectionHandler>(
             }
         });
         ctx.tracker.spawn(task.instrument(span));
+    }
+}
+
+/// The server side of a TLS handshake; why the connection ended when it failed.
+async fn handshake(tls: Arc<Tls>, stream: TcpStream) -> Result<Transport, CloseReason> {
+    match tls.accept(stream).await {
+        Ok(stream) => Ok(Transport::layered(stream, TransportKind::Tls)),
+        Err(error) => {
+            info!(%error, "TLS handshake failed");
+            Err(CloseReason::ProtocolError)
+        }
     }
 }
