@@ -5,12 +5,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio_util::sync::CancellationToken;
@@ -78,8 +78,10 @@ pub async fn serve(
                 },
             };
             let Some(admitted) = admission.admit(peer.ip()) else { continue };
-            let service = TowerToHyperService::new(app.clone());
-            let connection = http1.serve_connection(TokioIo::new(stream), service);
+            // The peer's address for handlers that admit connections of their own (WebSocket).
+            let service = TowerToHyperService::new(app.clone().layer(Extension(ConnectInfo(peer))));
+            // With upgrades: a WebSocket takes the connection over after its 101 answer.
+            let connection = http1.serve_connection(TokioIo::new(stream), service).with_upgrades();
             let shutdown = shutdown.clone();
             connections.spawn(async move {
                 let _admitted = admitted;

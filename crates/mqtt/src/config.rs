@@ -17,6 +17,8 @@ pub struct MqttConfig {
     /// Address and port of the TLS listener (conventionally 8883); needs the broker's
     /// `[tls]` section. None: no TLS listener.
     pub tls_bind: Option<SocketAddr>,
+    /// Serve the protocol over WebSocket at `/mqtt` on the broker's HTTP port (subprotocol `mqtt`, or `mqttv3.1`).
+    pub websocket: bool,
     /// Most simultaneous MQTT connections; more are accepted and closed at once.
     pub max_connections: usize,
     /// Most simultaneous connections from one IP address, so that one host cannot take every
@@ -75,6 +77,7 @@ impl Default for MqttConfig {
             enabled: true,
             bind: SocketAddr::from(([0, 0, 0, 0], default_port())),
             tls_bind: None,
+            websocket: true,
             max_connections: 10_000,
             max_connections_per_address: 100,
             max_packet_size_bytes: 1024 * 1024,

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
-use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, TcpListeners};
+use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, TcpListeners, WebSocketEndpoint};
 use tolk_core::{CloseReason, Protocol};
 
 use crate::config::MqttConfig;
@@ -71,10 +71,20 @@ impl FrontEnd for MqttFrontEnd {
             let registry = Arc::new(Registry::new(self.config.max_sessions));
             let shared =
                 Arc::new(Shared { config: Arc::new(self.config), registry: registry.clone(), auth: ctx.auth.clone() });
-            let addrs = listeners.start(Arc::new(Handler(shared)), &ctx).await?;
+            let websocket = shared.config.websocket.then(|| WebSocketEndpoint {
+                path: "/mqtt",
+                // MQTT 5.0 §6 and 3.1.1 §6 name `mqtt`; older clients offer `mqttv3.1`.
+                subprotocols: &["mqtt", "mqttv3.1"],
+                // A packet may span messages; a message larger than a packet is not needed.
+                max_message_bytes: shared.config.max_packet_size_bytes as usize,
+                limits: listeners.limits,
+            });
+            let handler = Arc::new(Handler(shared));
+            let addrs = listeners.start(handler.clone(), &ctx).await?;
             let shutdown = ctx.shutdown.clone();
             ctx.tracker.spawn(async move { registry.run_reaper(shutdown).await });
-            Ok(Started::listening(addrs))
+            let routes = websocket.map(|endpoint| endpoint.routes(handler, &ctx));
+            Ok(Started { addrs, routes })
         })
     }
 }

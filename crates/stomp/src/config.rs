@@ -18,6 +18,8 @@ pub struct StompConfig {
     /// Address and port of the TLS listener (conventionally 61614); needs the broker's
     /// `[tls]` section. None: no TLS listener.
     pub tls_bind: Option<SocketAddr>,
+    /// Serve the protocol over WebSocket at `/stomp` on the broker's HTTP port (subprotocols `v12.stomp`, `v11.stomp`, `v10.stomp`).
+    pub websocket: bool,
     /// Most simultaneous STOMP connections; more are accepted and closed at once.
     pub max_connections: usize,
     /// Most simultaneous connections from one IP address, so that one host cannot take every
@@ -86,6 +88,7 @@ impl Default for StompConfig {
             enabled: true,
             bind: SocketAddr::from(([0, 0, 0, 0], default_port())),
             tls_bind: None,
+            websocket: true,
             max_connections: 10_000,
             max_connections_per_address: 100,
             max_frame_size_bytes: Limits::DEFAULT_MAX_FRAME_SIZE,

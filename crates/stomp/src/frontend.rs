@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
-use tolk_core::listener::{ConnectionLimits, TcpListeners};
+use tolk_core::listener::{ConnectionLimits, TcpListeners, WebSocketEndpoint};
 
 use crate::config::StompConfig;
 use crate::connection::StompHandler;
@@ -52,8 +52,16 @@ impl FrontEnd for StompFrontEnd {
                 return Ok(Started::default());
             }
             let listeners = self.listeners();
+            let websocket = self.config.websocket.then_some(WebSocketEndpoint {
+                path: "/stomp",
+                subprotocols: &["v12.stomp", "v11.stomp", "v10.stomp"],
+                max_message_bytes: self.config.max_frame_size_bytes,
+                limits: listeners.limits,
+            });
             let handler = Arc::new(StompHandler { config: Arc::new(self.config), auth: ctx.auth.clone() });
-            Ok(Started::listening(listeners.start(handler, &ctx).await?))
+            let addrs = listeners.start(handler.clone(), &ctx).await?;
+            let routes = websocket.map(|endpoint| endpoint.routes(handler, &ctx));
+            Ok(Started { addrs, routes })
         })
     }
 }

@@ -4,9 +4,11 @@
 
 mod admission;
 mod linger;
+mod websocket;
 
 pub use admission::{Admission, Admitted, ConnectionLimits};
 pub use linger::{LINGER, linger};
+pub use websocket::{WebSocketBytes, WebSocketEndpoint};
 
 use std::future::Future;
 use std::io;
@@ -150,7 +152,6 @@ async fn accept_loop<H: ConnectionHandler>(
     tls: Option<Arc<Tls>>,
 ) {
     let protocol = handler.protocol();
-    let metrics = ctx.router.metrics().clone();
     let mut backoff = Duration::from_millis(5);
     loop {
         let accepted = tokio::select! {
@@ -175,32 +176,48 @@ async fn accept_loop<H: ConnectionHandler>(
         };
         let Some(admitted) = admission.admit(peer.ip()) else { continue };
         let _ = stream.set_nodelay(true);
-        let span = info_span!("conn", %protocol, %peer, client_id = tracing::field::Empty);
-        let open = metrics.connection_opened(protocol);
-        span.in_scope(|| debug!(tls = tls.is_some(), "connection opened"));
-        let (shutdown, router, handler) = (ctx.shutdown.clone(), ctx.router.clone(), handler.clone());
-        let serve = move |stream| handler.handle(Connection { stream, peer, shutdown, router });
-        // Combinators, not an async block: the handshake (boxed, while it runs) and the
-        // connection each take the task's memory in turn, not together.
-        let run = match &tls {
-            None => Either::Left(serve(Transport::Tcp(stream))),
+        match &tls {
+            None => serve_connection(&handler, &ctx, peer, admitted, TransportKind::Tcp, async move {
+                Ok(Transport::Tcp(stream))
+            }),
             Some(tls) => {
-                Either::Right(Box::pin(handshake(tls.clone(), stream)).then(move |handshake| match handshake {
-                    Ok(stream) => Either::Left(serve(stream)),
-                    Err(reason) => Either::Right(std::future::ready(reason)),
-                }))
+                serve_connection(&handler, &ctx, peer, admitted, TransportKind::Tls, handshake(tls.clone(), stream))
             }
-        };
-        let task = run.map(move |reason| {
-            let _admitted = admitted;
-            open.closed(reason);
-            match reason {
-                CloseReason::ClientClosed | CloseReason::Shutdown => debug!(%reason, "connection closed"),
-                _ => info!(%reason, "connection closed"),
-            }
-        });
-        ctx.tracker.spawn(task.instrument(span));
+        }
     }
+}
+
+/// Runs one admitted connection in the broker's task tracker, once `stream` (a TLS
+/// handshake, or a transport ready at once) gives its transport: one span, the connection
+/// gauge, and the close reason counted and logged, whatever the protocol and transport.
+fn serve_connection<H: ConnectionHandler>(
+    handler: &Arc<H>,
+    ctx: &FrontEndContext,
+    peer: SocketAddr,
+    admitted: Admitted,
+    kind: TransportKind,
+    stream: impl Future<Output = Result<Transport, CloseReason>> + Send + 'static,
+) {
+    let protocol = handler.protocol();
+    let span = info_span!("conn", %protocol, %peer, transport = %kind, client_id = tracing::field::Empty);
+    let open = ctx.router.metrics().connection_opened(protocol);
+    span.in_scope(|| debug!("connection opened"));
+    let (shutdown, router, handler) = (ctx.shutdown.clone(), ctx.router.clone(), handler.clone());
+    // Combinators, not an async block: the handshake (boxed, while it runs) and the
+    // connection each take the task's memory in turn, not together.
+    let run = Box::pin(stream).then(move |stream| match stream {
+        Ok(stream) => Either::Left(handler.handle(Connection { stream, peer, shutdown, router })),
+        Err(reason) => Either::Right(std::future::ready(reason)),
+    });
+    let task = run.map(move |reason| {
+        let _admitted = admitted;
+        open.closed(reason);
+        match reason {
+            CloseReason::ClientClosed | CloseReason::Shutdown => debug!(%reason, "connection closed"),
+            _ => info!(%reason, "connection closed"),
+        }
+    });
+    ctx.tracker.spawn(task.instrument(span));
 }
 
 /// The server side of a TLS handshake; why the connection ended when it failed.
