@@ -25,7 +25,7 @@ def free_port(kind=socket.SOCK_STREAM):
 
 
 # The TCP front ends that also get a TLS listener (`tls_bind`), and their port key.
-TLS_SECTIONS = ("mqtt", "stomp", "amqp")
+TLS_SECTIONS = ("mqtt", "stomp", "amqp", "http")
 
 
 class Broker:

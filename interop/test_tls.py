@@ -10,6 +10,7 @@ import uuid
 
 import paho.mqtt.client as mqtt
 import pika
+import requests
 import stomp
 
 TIMEOUT = 10
@@ -110,3 +111,33 @@ def test_an_untrusted_certificate_is_refused_by_the_client(broker):
         except ssl.SSLCertVerificationError:
             return
     raise AssertionError("the handshake succeeded with a CA the server certificate does not chain to")
+
+
+def test_https_and_mqtt_over_wss(broker):
+    """The HTTP port's TLS twin: /healthz over HTTPS, and paho-mqtt over wss at /mqtt
+    reaching a plain MQTT subscriber."""
+    health = requests.get(f"https://localhost:{broker.port('http-tls')}/healthz", verify=str(broker.ca_file), timeout=TIMEOUT)
+    assert health.status_code == 200 and health.text == "ok\n"
+
+    topic = f"wss/{uuid.uuid4().hex[:8]}"
+    received, subscribed = threading.Event(), threading.Event()
+    payloads = []
+    sub = mqtt_client(broker, tls=False)
+    sub.on_subscribe = lambda *args: subscribed.set()
+    sub.on_message = lambda c, u, m: (payloads.append(m.payload), received.set())
+    sub.subscribe(topic, qos=1)
+    assert subscribed.wait(TIMEOUT)
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"wss-{uuid.uuid4().hex[:8]}", transport="websockets")
+    pub.ws_set_options(path="/mqtt")
+    pub.tls_set_context(tls_context(broker))
+    pub.connect("localhost", broker.port("http-tls"))
+    pub.loop_start()
+    try:
+        pub.publish(topic, b"over wss", qos=1).wait_for_publish(TIMEOUT)
+        assert received.wait(TIMEOUT)
+        assert payloads == [b"over wss"]
+    finally:
+        pub.loop_stop()
+        pub.disconnect()
+        sub.loop_stop()
+        sub.disconnect()

@@ -98,6 +98,9 @@ pub struct HttpConfig {
     pub enabled: bool,
     /// Address and port.
     pub bind: SocketAddr,
+    /// Address and port of HTTPS (conventionally 8443), with the `[tls]` certificates: every
+    /// route of the HTTP port, WebSocket endpoints as wss. None: no HTTPS.
+    pub tls_bind: Option<SocketAddr>,
     /// Most HTTP connections open at once (metrics scrapers, WS-N clients and consumers'
     /// callbacks); more are accepted and closed at once.
     pub max_connections: usize,
@@ -118,6 +121,7 @@ impl Default for HttpConfig {
         HttpConfig {
             enabled: true,
             bind: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            tls_bind: None,
             max_connections: 1024,
             max_connections_per_address: 64,
             header_timeout: Duration::from_secs(10),
@@ -180,6 +184,7 @@ impl Config {
             bail!("wsn.enabled: WS-Notification is served on the HTTP port; enable [http] or disable [wsn]");
         }
         let tls_binds = [
+            ("http.tls_bind", self.http.enabled && self.http.tls_bind.is_some()),
             ("mqtt.tls_bind", self.mqtt.enabled && self.mqtt.tls_bind.is_some()),
             ("stomp.tls_bind", self.stomp.enabled && self.stomp.tls_bind.is_some()),
             ("amqp.tls_bind", self.amqp.enabled && self.amqp.tls_bind.is_some()),
@@ -194,7 +199,10 @@ impl Config {
             Some(tls) => drop(tolk_tls::Tls::load(tls.clone())?),
         }
         let mut seen: HashMap<(Socket, u16), &str> = HashMap::new();
-        let http = self.http.enabled.then_some(("http.bind", Socket::Tcp, self.http.bind));
+        let http = [("http.bind", Some(self.http.bind)), ("http.tls_bind", self.http.tls_bind)]
+            .into_iter()
+            .filter_map(|(setting, addr)| Some((setting, Socket::Tcp, addr?)))
+            .filter(|_| self.http.enabled);
         let listens = self.front_ends().into_iter().flat_map(|f| f.listens()).map(|l| (l.setting, l.socket, l.addr));
         for (name, transport, addr) in http.into_iter().chain(listens) {
             if addr.port() == 0 {

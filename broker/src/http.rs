@@ -13,10 +13,12 @@ use axum::routing::get;
 use axum::{Extension, Json, Router};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tolk_core::listener::{Admission, ConnectionLimits, bind_tcp};
 use tolk_metrics::{Metrics, Protocol};
+use tolk_tls::Tls;
 
 use crate::config::HttpConfig;
 
@@ -37,7 +39,9 @@ async fn latency(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
     Json(metrics.latency_report())
 }
 
-/// Binds and serves `app` until `shutdown` is cancelled. Returns the bound address.
+/// Binds and serves `app` until `shutdown` is cancelled, on `bind` and, with `tls`, on
+/// `tls_bind` as HTTPS (and so wss for the WebSocket endpoints). Returns the bound addresses,
+/// plain first.
 ///
 /// Its own accept loop rather than `axum::serve`, for the limits a port open to a whole
 /// network needs: admission (per listener and per address, shared with the protocol
@@ -49,24 +53,44 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
-) -> std::io::Result<SocketAddr> {
-    let listener = bind_tcp("http", config.bind).await?;
-    let addr = listener.local_addr()?;
+    tls: Option<Arc<Tls>>,
+) -> std::io::Result<Vec<SocketAddr>> {
     let limits = ConnectionLimits {
         max_connections: config.max_connections,
         max_per_address: config.max_connections_per_address,
     };
-    // The HTTP port is WS-Notification's: its refusals are counted under `wsn`.
-    let admission = Admission::new(limits, Protocol::Wsn, metrics);
     let request_timeout = config.request_timeout;
     let app = app.layer(axum::middleware::from_fn(move |request, next| within(request_timeout, request, next)));
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1.timer(TokioTimer::new()).header_read_timeout(config.header_timeout);
-    let connections = tracker.clone();
-    tracker.spawn(async move {
+    let server = Arc::new(Server { app, http1, shutdown, tracker: tracker.clone() });
+    let mut listeners = vec![(bind_tcp("http.bind", config.bind).await?, None)];
+    if let (Some(tls_bind), Some(tls)) = (config.tls_bind, tls) {
+        listeners.push((bind_tcp("http.tls_bind", tls_bind).await?, Some(tls)));
+    }
+    let mut addrs = Vec::new();
+    for (listener, tls) in listeners {
+        addrs.push(listener.local_addr()?);
+        // The HTTP port is WS-Notification's: its refusals are counted under `wsn`.
+        let admission = Admission::new(limits, Protocol::Wsn, metrics.clone());
+        tracker.spawn(server.clone().accept_loop(listener, admission, tls));
+    }
+    Ok(addrs)
+}
+
+/// What every HTTP connection is served with.
+struct Server {
+    app: Router,
+    http1: hyper::server::conn::http1::Builder,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Server {
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener, admission: Arc<Admission>, tls: Option<Arc<Tls>>) {
         loop {
             let (stream, peer) = tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = self.shutdown.cancelled() => return,
                 accepted = listener.accept() => match accepted {
                     Ok(pair) => pair,
                     Err(e) => {
@@ -78,29 +102,42 @@ pub async fn serve(
                 },
             };
             let Some(admitted) = admission.admit(peer.ip()) else { continue };
-            // The peer's address for handlers that admit connections of their own (WebSocket).
-            let service = TowerToHyperService::new(app.clone().layer(Extension(ConnectInfo(peer))));
-            // With upgrades: a WebSocket takes the connection over after its 101 answer.
-            let connection = http1.serve_connection(TokioIo::new(stream), service).with_upgrades();
-            let shutdown = shutdown.clone();
-            connections.spawn(async move {
+            let server = self.clone();
+            let tls = tls.clone();
+            self.tracker.spawn(async move {
                 let _admitted = admitted;
-                tokio::pin!(connection);
-                tokio::select! {
-                    result = connection.as_mut() => {
-                        if let Err(e) = result {
-                            tracing::debug!(%peer, error = %e, "HTTP connection ended");
-                        }
-                    }
-                    _ = shutdown.cancelled() => {
-                        connection.as_mut().graceful_shutdown();
-                        let _ = connection.await;
-                    }
+                match tls {
+                    None => server.serve_connection(stream, peer).await,
+                    Some(tls) => match tls.accept(stream).await {
+                        Ok(stream) => server.serve_connection(stream, peer).await,
+                        Err(e) => tracing::info!(%peer, error = %e, "HTTPS: TLS handshake failed"),
+                    },
                 }
             });
         }
-    });
-    Ok(addr)
+    }
+
+    async fn serve_connection<S>(&self, stream: S, peer: SocketAddr)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        // The peer's address for handlers that admit connections of their own (WebSocket).
+        let service = TowerToHyperService::new(self.app.clone().layer(Extension(ConnectInfo(peer))));
+        // With upgrades: a WebSocket takes the connection over after its 101 answer.
+        let connection = self.http1.serve_connection(TokioIo::new(stream), service).with_upgrades();
+        tokio::pin!(connection);
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "HTTP connection ended");
+                }
+            }
+            _ = self.shutdown.cancelled() => {
+                connection.as_mut().graceful_shutdown();
+                let _ = connection.await;
+            }
+        }
+    }
 }
 
 /// Answers 408 when a request (its body included) takes longer than `limit`.

@@ -108,9 +108,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     if config.http.enabled {
-        let addr = http::serve(&config.http, app, metrics.clone(), ctx.shutdown.clone(), &ctx.tracker).await?;
-        let _ = ctx.http_addr.set(addr);
-        info!(listener = "http", address = %addr, "listening");
+        let addrs =
+            http::serve(&config.http, app, metrics.clone(), ctx.shutdown.clone(), &ctx.tracker, ctx.tls.clone())
+                .await?;
+        let _ = ctx.http_addr.set(addrs[0]);
+        info!(listener = "http", addresses = ?addrs, "listening");
     }
     info!(version = env!("CARGO_PKG_VERSION"), "tolk ready");
     notify_systemd(&[sd_notify::NotifyState::Ready]);
