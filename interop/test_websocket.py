@@ -7,6 +7,7 @@ import socket
 import uuid
 
 import paho.mqtt.client as mqtt
+import requests
 import stomp
 
 TIMEOUT = 10
@@ -49,6 +50,9 @@ def test_paho_over_websocket_reaches_a_native_stomp_subscriber(broker):
         pub.publish(topic, payload, qos=1).wait_for_publish(TIMEOUT)
         frame = inbox.messages.get(timeout=TIMEOUT)
         assert frame.body == payload
+        # The transport is in the latency labels: mqtt-ws → stomp, not mqtt → stomp.
+        metrics = requests.get(f"http://{broker.host}:{broker.port('http')}/metrics", timeout=TIMEOUT).text
+        assert 'tolk_hop_latency_seconds_count{hop="end_to_end",in="mqtt-ws",out="stomp"} ' in metrics
     finally:
         pub.loop_stop()
         pub.disconnect()

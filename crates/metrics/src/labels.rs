@@ -50,6 +50,10 @@ label_enum! {
         Amqp => "amqp",
         /// SOAP WS-Notification.
         Wsn => "wsn",
+        /// MQTT over WebSocket (`/mqtt` on the HTTP port), told apart from MQTT over TCP.
+        MqttWs => "mqtt-ws",
+        /// STOMP over WebSocket (`/stomp` on the HTTP port).
+        StompWs => "stomp-ws",
         /// Messages made by the broker itself (wills fired by timers, `$SYS`, bridges).
         Internal => "internal",
     }

@@ -445,7 +445,7 @@ async fn handshake(
                     will.publish(&parked.state.core, &parked.state.client_id, now);
                 }
             }
-            let core = router.open_session(Protocol::Mqtt);
+            let core = router.open_session(io.stream.kind().label(Protocol::Mqtt));
             (Box::new(SessionState::new(core, plan.client_id.clone(), plan.expiry)), false)
         }
     };

@@ -17,9 +17,7 @@ use rmqtt_codec::v5::{
     UnsubscribeAckReason,
 };
 use tolk_core::drive::Egress;
-use tolk_core::{
-    CloseReason, Delivery, DropReason, Metrics, Origin, Protocol, PublishOutcome, QoS, SubscriptionOptions, topic,
-};
+use tolk_core::{CloseReason, Delivery, DropReason, Metrics, Origin, PublishOutcome, QoS, SubscriptionOptions, topic};
 
 use crate::alias::{InboundAliases, OutboundAliases, OutboundTopic};
 use crate::config::MqttConfig;
@@ -121,10 +119,10 @@ impl MqttSession {
         };
         MqttSession {
             connected_with_zero_expiry: state.expiry.is_zero(),
+            egress: Egress::new(state.core.protocol()),
             state,
             codec,
             out: BytesMut::new(),
-            egress: Egress::new(Protocol::Mqtt),
             pending: VecDeque::new(),
             will: plan.will.take().map(Box::new),
             window,
@@ -222,7 +220,7 @@ impl MqttSession {
         for id in expired {
             let done = self.state.outgoing.puback(id).or_else(|| self.state.outgoing.pubrec_failed(id));
             if let Some(d) = done {
-                self.metrics.protocol(Protocol::Mqtt).dropped(DropReason::Expired, 1);
+                self.metrics.protocol(self.state.core.protocol()).dropped(DropReason::Expired, 1);
                 settle(&d);
             }
         }
@@ -347,10 +345,13 @@ impl MqttSession {
             self.ack_publish(publish.qos, packet_id, PublishAckReason::PayloadFormatInvalid);
             return Ok(());
         }
-        let origin =
-            Origin { protocol: Protocol::Mqtt, session: self.state.core.id(), client_id: self.state.client_id.clone() };
+        let origin = Origin {
+            protocol: self.state.core.protocol(),
+            session: self.state.core.id(),
+            client_id: self.state.client_id.clone(),
+        };
         let message = translate::inbound(&publish, topic, origin, now);
-        self.metrics.protocol(Protocol::Mqtt).messages_in.fetch_add(1, Ordering::Relaxed);
+        self.metrics.protocol(self.state.core.protocol()).messages_in.fetch_add(1, Ordering::Relaxed);
         let outcome = self.state.core.publish(Arc::new(message));
         let reason = match outcome {
             // MQTT 5 can refuse one message and carry on (§3.4.2.1, 0x97 Quota exceeded).
@@ -534,7 +535,7 @@ impl MqttSession {
     /// sent (MQTT-3.1.2-25). Returns `false` when the delivery had to wait (no packet
     /// identifier free) and was put back in front of the pending ones.
     pub fn deliver(&mut self, mut delivery: Delivery, taken_at: Instant, now: Instant) -> bool {
-        let counters = self.metrics.protocol(Protocol::Mqtt);
+        let counters = self.metrics.protocol(self.state.core.protocol());
         if delivery.ack.is_some() && delivery.subscription_id.is_none() {
             delivery.subscription_id = self.state.subs.id_for_tag(delivery.tag);
         }

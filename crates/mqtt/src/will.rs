@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rmqtt_codec::v5::LastWill;
-use tolk_core::{Origin, Protocol};
+use tolk_core::Origin;
 
 use crate::translate;
 
@@ -48,10 +48,10 @@ impl Will {
 
     /// Publishes the will through `session`, as a message from `client_id`.
     pub fn publish(&self, session: &tolk_core::Session, client_id: &Arc<str>, now: Instant) {
-        let origin = Origin { protocol: Protocol::Mqtt, session: session.id(), client_id: client_id.clone() };
+        let origin = Origin { protocol: session.protocol(), session: session.id(), client_id: client_id.clone() };
         let message = translate::will_message(&self.last_will, origin, now);
         tracing::debug!(client_id = %client_id, topic = %message.topic, "publishing will");
-        session.router().metrics().protocol(Protocol::Mqtt).messages_in.fetch_add(1, Ordering::Relaxed);
+        session.router().metrics().protocol(session.protocol()).messages_in.fetch_add(1, Ordering::Relaxed);
         session.publish(Arc::new(message));
     }
 }

@@ -44,13 +44,14 @@ impl ConnectionHandler for StompHandler {
 fn run(handler: Arc<StompHandler>, connection: Connection) -> impl Future<Output = CloseReason> + Send {
     let Connection { stream, peer, shutdown, router } = connection;
     let config = handler.config.clone();
-    let core = router.open_session(Protocol::Stomp);
+    let protocol = stream.kind().label(Protocol::Stomp);
+    let core = router.open_session(protocol);
     let session = StompSession::new(config.clone(), handler.auth.clone(), peer, core, Instant::now());
     let connection = StompConnection {
         decoder: Decoder::new(config.limits()),
         session,
         held: None,
-        egress: Egress::new(Protocol::Stomp),
+        egress: Egress::new(protocol),
         metrics: router.metrics().clone(),
         finished: None,
     };

@@ -14,8 +14,8 @@ use std::time::{Instant, SystemTime};
 use bytes::{Buf, BytesMut};
 use stomp_codec::{Command, DecodeError, Encoder, Frame, Utf8Bytes, Version, encode_heartbeat};
 use tolk_core::{
-    CloseReason, Delivery, DropReason, Message, Origin, Protocol, QoS, Queue, QueueAck, QueueOptions, QueuePush,
-    Session, SubscriptionOptions,
+    CloseReason, Delivery, DropReason, Message, Origin, QoS, Queue, QueueAck, QueueOptions, QueuePush, Session,
+    SubscriptionOptions,
 };
 use tracing::{debug, info, warn};
 
@@ -338,7 +338,7 @@ impl StompSession {
     }
 
     fn origin(&self) -> Origin {
-        Origin { protocol: Protocol::Stomp, session: self.core.id(), client_id: self.client_id.clone() }
+        Origin { protocol: self.core.protocol(), session: self.core.id(), client_id: self.client_id.clone() }
     }
 
     fn defer_or_apply(&mut self, frame: &Frame, action: Deferred, bytes: usize, now: Now) -> Result<Flow, StompError> {
@@ -396,7 +396,7 @@ impl StompSession {
 
     fn publish(&mut self, message: Message, to_queue: bool, now: Instant) -> Result<(), StompError> {
         let metrics = self.core.router().metrics().clone();
-        let counters = metrics.protocol(Protocol::Stomp);
+        let counters = metrics.protocol(self.core.protocol());
         if message.is_expired(now) {
             counters.dropped(DropReason::Expired, 1);
             return Ok(());
@@ -539,7 +539,7 @@ impl StompSession {
         // consumer was cancelled, a topic message is simply not wanted any more.
         let subscription = self.subscriptions.get(delivery.tag)?;
         let message = &delivery.message;
-        let counters = self.core.router().metrics().protocol(Protocol::Stomp);
+        let counters = self.core.router().metrics().protocol(self.core.protocol());
         if message.is_expired(now.instant) {
             counters.dropped(DropReason::Expired, 1);
             if let Some(ack) = &delivery.ack {
@@ -594,7 +594,7 @@ mod tests {
 
     fn session(config: StompConfig, t0: Instant) -> StompSession {
         let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
-        let core = router.open_session(Protocol::Stomp);
+        let core = router.open_session(tolk_core::Protocol::Stomp);
         StompSession::new(Arc::new(config), Arc::new(AllowAll), "127.0.0.1:9".parse().unwrap(), core, t0)
     }
 

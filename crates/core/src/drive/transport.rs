@@ -16,6 +16,7 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::net::tcp;
+use tolk_metrics::Protocol;
 
 /// A byte stream a connection can run over.
 pub trait ByteStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -34,6 +35,16 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
+    /// The protocol label of `protocol`'s sessions over this transport: WebSocket sessions get
+    /// labels of their own (`mqtt-ws`), so that latency and counters tell them apart.
+    pub fn label(self, protocol: Protocol) -> Protocol {
+        match (self, protocol) {
+            (TransportKind::WebSocket, Protocol::Mqtt) => Protocol::MqttWs,
+            (TransportKind::WebSocket, Protocol::Stomp) => Protocol::StompWs,
+            _ => protocol,
+        }
+    }
+
     /// The label in logs.
     pub fn as_str(self) -> &'static str {
         match self {
