@@ -102,6 +102,8 @@ impl Server {
                 },
             };
             let Some(admitted) = admission.admit(peer.ip()) else { continue };
+            // As on the protocol listeners: a WebSocket's small frames must not wait for Nagle.
+            let _ = stream.set_nodelay(true);
             let server = self.clone();
             let tls = tls.clone();
             self.tracker.spawn(async move {
