@@ -1,5 +1,5 @@
 //! The binary's TLS listener as a user runs it: MQTT over TLS answers a CONNECT, and SIGHUP
-//! swaps the certificate for new connections.
+//! swaps the certificate for new connections while open ones carry on.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -15,8 +15,10 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tolk_tls::testing::TestPki;
 
-/// An MQTT 3.1.1 CONNECT (client id "t", keep-alive 60, clean session).
-const CONNECT: &[u8] = &[0x10, 0x0d, 0, 4, b'M', b'Q', b'T', b'T', 4, 2, 0, 60, 0, 1, b't'];
+/// An MQTT 3.1.1 CONNECT (client id `id`, one letter; keep-alive 60, clean session).
+fn connect_packet(id: u8) -> [u8; 15] {
+    [0x10, 0x0d, 0, 4, b'M', b'Q', b'T', b'T', 4, 2, 0, 60, 0, 1, id]
+}
 /// CONNACK, session not present, accepted.
 const CONNACK: &[u8] = &[0x20, 0x02, 0x00, 0x00];
 
@@ -24,8 +26,17 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// The broker process, killed if the test fails before stopping it.
+struct Broker(Child);
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
 /// Starts the broker; the receiver gets every log line.
-fn start(config: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
+fn start(config: &std::path::Path) -> (Broker, mpsc::Receiver<String>) {
     let mut child =
         Command::new(env!("CARGO_BIN_EXE_tolk")).arg("--config").arg(config).stderr(Stdio::piped()).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
@@ -35,8 +46,9 @@ fn start(config: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
             let _ = tx.send(line);
         }
     });
+    let broker = Broker(child);
     wait_for(&rx, "tolk ready");
-    (child, rx)
+    (broker, rx)
 }
 
 fn wait_for(lines: &mpsc::Receiver<String>, text: &str) {
@@ -48,8 +60,8 @@ fn wait_for(lines: &mpsc::Receiver<String>, text: &str) {
     }
 }
 
-/// Connects over TLS, sends CONNECT, expects CONNACK; returns the server's certificate.
-async fn connect(port: u16, ca: &TestPki, also: &TestPki) -> CertificateDer<'static> {
+/// Connects over TLS, sends CONNECT, expects CONNACK; returns the connection.
+async fn connect(port: u16, id: u8, ca: &TestPki, also: &TestPki) -> tokio_rustls::client::TlsStream<TcpStream> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from_pem_file(&ca.ca_file).unwrap()).unwrap();
     roots.add(CertificateDer::from_pem_file(&also.ca_file).unwrap()).unwrap();
@@ -62,11 +74,23 @@ async fn connect(port: u16, ca: &TestPki, also: &TestPki) -> CertificateDer<'sta
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let name = ServerName::try_from("localhost").unwrap();
     let mut tls = TlsConnector::from(Arc::new(config)).connect(name, tcp).await.unwrap();
-    tls.write_all(CONNECT).await.unwrap();
+    tls.write_all(&connect_packet(id)).await.unwrap();
     let mut answer = [0u8; 4];
     tokio::time::timeout(Duration::from_secs(10), tls.read_exact(&mut answer)).await.unwrap().unwrap();
     assert_eq!(answer, CONNACK);
+    tls
+}
+
+fn served_certificate(tls: &tokio_rustls::client::TlsStream<TcpStream>) -> CertificateDer<'static> {
     tls.get_ref().1.peer_certificates().unwrap()[0].clone().into_owned()
+}
+
+/// PINGREQ, PINGRESP: the connection still works.
+async fn ping(tls: &mut tokio_rustls::client::TlsStream<TcpStream>) {
+    tls.write_all(&[0xc0, 0x00]).await.unwrap();
+    let mut answer = [0u8; 2];
+    tokio::time::timeout(Duration::from_secs(10), tls.read_exact(&mut answer)).await.unwrap().unwrap();
+    assert_eq!(answer, [0xd0, 0x00]);
 }
 
 #[tokio::test]
@@ -89,16 +113,20 @@ async fn mqtt_over_tls_and_a_certificate_reloaded_on_sighup() {
         ),
     )
     .unwrap();
-    let (mut child, lines) = start(&config);
+    let (mut broker, lines) = start(&config);
 
-    assert_eq!(connect(port, &first, &second).await, CertificateDer::from_pem_file(&first.cert_file).unwrap());
+    let mut before = connect(port, b'a', &first, &second).await;
+    assert_eq!(served_certificate(&before), CertificateDer::from_pem_file(&first.cert_file).unwrap());
 
     std::fs::copy(&second.cert_file, &first.cert_file).unwrap();
     std::fs::copy(&second.key_file, &first.key_file).unwrap();
-    Command::new("kill").arg("-HUP").arg(child.id().to_string()).status().unwrap();
+    Command::new("kill").arg("-HUP").arg(broker.0.id().to_string()).status().unwrap();
     wait_for(&lines, "TLS certificates reloaded");
-    assert_eq!(connect(port, &first, &second).await, CertificateDer::from_pem_file(&second.cert_file).unwrap());
+    let after = connect(port, b'b', &first, &second).await;
+    assert_eq!(served_certificate(&after), CertificateDer::from_pem_file(&second.cert_file).unwrap());
+    // The connection made before the reload was not dropped.
+    ping(&mut before).await;
 
-    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
-    assert!(child.wait().unwrap().success());
+    Command::new("kill").arg("-TERM").arg(broker.0.id().to_string()).status().unwrap();
+    assert!(broker.0.wait().unwrap().success());
 }
