@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
-use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, TcpListeners};
+use tolk_core::listener::{Connection, ConnectionHandler, TcpListeners};
 use tolk_core::{CloseReason, Protocol};
 
 use crate::config::AmqpConfig;
@@ -23,16 +23,9 @@ impl AmqpFrontEnd {
     }
 
     fn listeners(&self) -> TcpListeners {
-        TcpListeners {
-            label: "AMQP 0-9-1",
-            settings: ("amqp.bind", "amqp.tls_bind"),
-            bind: self.config.bind,
-            tls_bind: self.config.tls_bind,
-            limits: ConnectionLimits {
-                max_connections: self.config.max_connections,
-                max_per_address: self.config.max_connections_per_address,
-            },
-        }
+        let c = &self.config;
+        let limits = (c.max_connections, c.max_connections_per_address);
+        TcpListeners::new("AMQP 0-9-1", ("amqp.bind", "amqp.tls_bind"), c.enabled, (c.bind, c.tls_bind), limits)
     }
 }
 
@@ -56,9 +49,6 @@ impl FrontEnd for AmqpFrontEnd {
     }
 
     fn listens(&self) -> Vec<Listen> {
-        if !self.config.enabled {
-            return Vec::new();
-        }
         self.listeners().listens()
     }
 

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
-use tolk_core::listener::{Connection, ConnectionHandler, ConnectionLimits, TcpListeners, WebSocketEndpoint};
+use tolk_core::listener::{Connection, ConnectionHandler, TcpListeners, WebSocketEndpoint};
 use tolk_core::{CloseReason, Protocol};
 
 use crate::config::MqttConfig;
@@ -25,16 +25,9 @@ impl MqttFrontEnd {
     }
 
     fn listeners(&self) -> TcpListeners {
-        TcpListeners {
-            label: "MQTT 3.1.1/5.0",
-            settings: ("mqtt.bind", "mqtt.tls_bind"),
-            bind: self.config.bind,
-            tls_bind: self.config.tls_bind,
-            limits: ConnectionLimits {
-                max_connections: self.config.max_connections,
-                max_per_address: self.config.max_connections_per_address,
-            },
-        }
+        let c = &self.config;
+        let limits = (c.max_connections, c.max_connections_per_address);
+        TcpListeners::new("MQTT 3.1.1/5.0", ("mqtt.bind", "mqtt.tls_bind"), c.enabled, (c.bind, c.tls_bind), limits)
     }
 }
 
@@ -56,9 +49,6 @@ impl FrontEnd for MqttFrontEnd {
     }
 
     fn listens(&self) -> Vec<Listen> {
-        if !self.config.enabled {
-            return Vec::new();
-        }
         self.listeners().listens()
     }
 

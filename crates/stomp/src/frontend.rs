@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
-use tolk_core::listener::{ConnectionLimits, TcpListeners, WebSocketEndpoint};
+use tolk_core::listener::{TcpListeners, WebSocketEndpoint};
 
 use crate::config::StompConfig;
 use crate::connection::StompHandler;
@@ -21,16 +21,9 @@ impl StompFrontEnd {
     }
 
     fn listeners(&self) -> TcpListeners {
-        TcpListeners {
-            label: "STOMP",
-            settings: ("stomp.bind", "stomp.tls_bind"),
-            bind: self.config.bind,
-            tls_bind: self.config.tls_bind,
-            limits: ConnectionLimits {
-                max_connections: self.config.max_connections,
-                max_per_address: self.config.max_connections_per_address,
-            },
-        }
+        let c = &self.config;
+        let limits = (c.max_connections, c.max_connections_per_address);
+        TcpListeners::new("STOMP", ("stomp.bind", "stomp.tls_bind"), c.enabled, (c.bind, c.tls_bind), limits)
     }
 }
 
@@ -40,9 +33,6 @@ impl FrontEnd for StompFrontEnd {
     }
 
     fn listens(&self) -> Vec<Listen> {
-        if !self.config.enabled {
-            return Vec::new();
-        }
         self.listeners().listens()
     }
 

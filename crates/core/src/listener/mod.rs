@@ -65,11 +65,35 @@ pub struct TcpListeners {
     pub tls_bind: Option<SocketAddr>,
     /// Connection limits, counted per listener.
     pub limits: ConnectionLimits,
+    /// Whether the front end runs at all; when not, it declares no socket.
+    pub enabled: bool,
 }
 
 impl TcpListeners {
-    /// The sockets these listeners will bind.
+    /// The listeners of a front end from its settings: its label in logs, the names of its
+    /// two address settings, and the settings themselves.
+    pub fn new(
+        label: &'static str,
+        settings: (&'static str, &'static str),
+        enabled: bool,
+        (bind, tls_bind): (SocketAddr, Option<SocketAddr>),
+        (max_connections, max_per_address): (usize, usize),
+    ) -> Self {
+        TcpListeners {
+            label,
+            settings,
+            bind,
+            tls_bind,
+            limits: ConnectionLimits { max_connections, max_per_address },
+            enabled,
+        }
+    }
+
+    /// The sockets these listeners will bind (none when the front end is disabled).
     pub fn listens(&self) -> Vec<Listen> {
+        if !self.enabled {
+            return Vec::new();
+        }
         let plain = Listen { setting: self.settings.0, socket: Socket::Tcp, addr: self.bind };
         let tls = self.tls_bind.map(|addr| Listen { setting: self.settings.1, socket: Socket::Tcp, addr });
         std::iter::once(plain).chain(tls).collect()
