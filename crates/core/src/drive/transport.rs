@@ -131,7 +131,14 @@ impl Reader<'_> {
                 ready!(reader.as_ref().poll_read_ready(cx))?;
                 input.reserve(chunk);
                 match reader.try_read_buf(input) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        // Readiness was stale: give the buffer back before waiting again, or
+                        // every connection that ever read would wait holding one.
+                        if input.is_empty() {
+                            *input = BytesMut::new();
+                        }
+                        continue;
+                    }
                     result => return Poll::Ready(result),
                 }
             },

@@ -223,7 +223,13 @@ fn serve_connection<H: ConnectionHandler>(
     stream: impl Future<Output = Result<Transport, CloseReason>> + Send + 'static,
 ) {
     let protocol = handler.protocol();
-    let span = info_span!("conn", %protocol, %peer, transport = %kind, client_id = tracing::field::Empty);
+    // The transport is named only when it is not plain TCP: each field lengthens the text
+    // every connection's span keeps.
+    let span =
+        info_span!("conn", %protocol, %peer, transport = tracing::field::Empty, client_id = tracing::field::Empty);
+    if kind != TransportKind::Tcp {
+        span.record("transport", kind.as_str());
+    }
     let open = ctx.router.metrics().connection_opened(protocol);
     span.in_scope(|| debug!("connection opened"));
     let (shutdown, router, handler) = (ctx.shutdown.clone(), ctx.router.clone(), handler.clone());
