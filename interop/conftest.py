@@ -35,7 +35,8 @@ class Broker:
 
     host = "127.0.0.1"
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, disabled=(), extra=""):
+        """`disabled`: sections whose `enabled = true` becomes false; `extra`: TOML appended."""
         self.workdir = workdir
         self.ports = {}
         template = subprocess.run(
@@ -55,6 +56,8 @@ class Broker:
                     tls_port = free_port()
                     self.ports[f"{section}-tls"] = tls_port
                     line += f'\ntls_bind = "127.0.0.1:{tls_port}"'
+            if section in disabled and line == "enabled = true":
+                line = "enabled = false"
             if line.startswith("data_dir = "):
                 line = f'data_dir = "{workdir / "data"}"'
             lines.append(line)
@@ -65,6 +68,7 @@ class Broker:
         server.cert_chain_pems[0].write_to_path(str(workdir / "server.pem"))
         server.private_key_pem.write_to_path(str(workdir / "server-key.pem"))
         lines += ["[tls]", f'cert_file = "{workdir / "server.pem"}"', f'key_file = "{workdir / "server-key.pem"}"']
+        lines.append(extra)
         self.config = workdir / "tolk.toml"
         self.config.write_text("\n".join(lines) + "\n")
         self.log = workdir / "tolk.log"

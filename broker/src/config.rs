@@ -41,6 +41,8 @@ pub struct Config {
     pub wsn: tolk_wsn::WsnConfig,
     /// Certificates for the listeners with a `tls_bind`; absent: no TLS.
     pub tls: Option<tolk_tls::TlsConfig>,
+    /// Users (a mosquitto_passwd file); absent: every client may connect.
+    pub auth: Option<tolk_auth::AuthConfig>,
 }
 
 impl Default for Config {
@@ -57,6 +59,7 @@ impl Default for Config {
             stomp: tolk_stomp::StompConfig::default(),
             wsn: tolk_wsn::WsnConfig::default(),
             tls: None,
+            auth: None,
         }
     }
 }
@@ -197,6 +200,23 @@ impl Config {
             }
             // The files are read now, so that --check-config finds a missing or bad one.
             Some(tls) => drop(tolk_tls::Tls::load(tls.clone())?),
+        }
+        if let Some(auth) = &self.auth {
+            if !auth.anonymous_allowed() {
+                // MQTT-SN 1.2 carries no credentials and WS-N has no login yet: open, they would
+                // let in what the other protocols keep out.
+                for (section, enabled) in
+                    [("mqttsn", self.mqttsn.enabled), ("wsn", self.wsn.enabled && self.http.enabled)]
+                {
+                    if enabled {
+                        bail!(
+                            "[auth]: {section} cannot check users yet; with allow_anonymous = false, set [{section}] enabled = false"
+                        );
+                    }
+                }
+            }
+            // The file is read now, so that --check-config finds a missing or bad one.
+            drop(tolk_auth::Users::load(auth.clone()).map_err(anyhow::Error::msg)?);
         }
         let mut seen: HashMap<(Socket, u16), &str> = HashMap::new();
         let http = [("http.bind", Some(self.http.bind)), ("http.tls_bind", self.http.tls_bind)]

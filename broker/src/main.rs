@@ -88,10 +88,21 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let router = Router::new(config.core.clone(), metrics.clone());
     let mut ctx = FrontEndContext::new(router, config.data_dir.clone());
-    if let Some(tls) = &config.tls {
-        let tls = tolk_tls::Tls::load(tls.clone())?;
-        spawn_tls_reload(tls.clone(), &ctx)?;
-        ctx.tls = Some(tls);
+    let tls = config.tls.clone().map(tolk_tls::Tls::load).transpose()?;
+    ctx.tls = tls.clone();
+    let users = match &config.auth {
+        Some(auth) => {
+            let users = Arc::new(tolk_auth::Users::load(auth.clone()).map_err(anyhow::Error::msg)?);
+            ctx.auth = users.clone();
+            Some(users)
+        }
+        None => {
+            warn!("no [auth] section: every client may connect and do anything; see docs/security.md");
+            None
+        }
+    };
+    if tls.is_some() || users.is_some() {
+        spawn_reload_on_hangup(tls, users, &ctx)?;
     }
 
     // Every front end starts; those served on the HTTP port hand back their routes, and the
@@ -137,9 +148,14 @@ fn notify_systemd(state: &[sd_notify::NotifyState]) {
     }
 }
 
-/// Reloads the TLS certificates on every SIGHUP: new handshakes use the new files,
-/// established connections keep theirs, and files that do not load leave the old ones.
-fn spawn_tls_reload(tls: Arc<tolk_tls::Tls>, ctx: &FrontEndContext) -> anyhow::Result<()> {
+/// Reloads the TLS certificates and the password file on every SIGHUP: new handshakes and
+/// logins use the new files, established connections carry on, and files that do not load
+/// leave the old ones in force.
+fn spawn_reload_on_hangup(
+    tls: Option<Arc<tolk_tls::Tls>>,
+    users: Option<Arc<tolk_auth::Users>>,
+    ctx: &FrontEndContext,
+) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
     let shutdown = ctx.shutdown.clone();
@@ -149,9 +165,17 @@ fn spawn_tls_reload(tls: Arc<tolk_tls::Tls>, ctx: &FrontEndContext) -> anyhow::R
                 _ = shutdown.cancelled() => return,
                 received = hangup.recv() => if received.is_none() { return },
             }
-            match tls.reload() {
-                Ok(()) => info!("SIGHUP: TLS certificates reloaded"),
-                Err(e) => warn!(error = %e, "SIGHUP: TLS certificates not reloaded; the previous ones stay in use"),
+            if let Some(tls) = &tls {
+                match tls.reload() {
+                    Ok(()) => info!("SIGHUP: TLS certificates reloaded"),
+                    Err(e) => warn!(error = %e, "SIGHUP: TLS certificates not reloaded; the previous ones stay in use"),
+                }
+            }
+            if let Some(users) = &users {
+                match users.reload() {
+                    Ok(count) => info!(users = count, "SIGHUP: password file reloaded"),
+                    Err(e) => warn!(error = %e, "SIGHUP: password file not reloaded; the previous users stay"),
+                }
             }
         }
     });

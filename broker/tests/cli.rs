@@ -113,6 +113,25 @@ fn a_tls_listener_needs_loadable_certificates() {
 }
 
 #[test]
+fn a_password_file_keeping_anonymous_clients_out_needs_mqttsn_and_wsn_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let passwd = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/auth/tests/fixtures/passwd");
+    let check = |text: String| {
+        let path = write_config(&dir, &text);
+        let out = tolk().arg("--config").arg(&path).arg("--check-config").output().unwrap();
+        (out.status.code(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (code, err) = check(format!("[auth]\npassword_file = {passwd:?}\n"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("mqttsn") && err.contains("enabled = false"), "{err}");
+    let off = "[mqttsn]\nenabled = false\n[wsn]\nenabled = false\n";
+    assert_eq!(check(format!("{off}[auth]\npassword_file = {passwd:?}\n")).0, Some(0));
+    let (code, err) = check(format!("{off}[auth]\npassword_file = \"/nonexistent/passwd\"\n"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("password_file") && err.contains("/nonexistent/passwd"), "{err}");
+}
+
+#[test]
 fn tells_systemd_it_is_ready_once_listening_and_when_stopping() {
     use std::os::unix::net::UnixDatagram;
     let dir = tempfile::tempdir().unwrap();
