@@ -30,10 +30,72 @@ struct Cli {
     /// Check the configuration file and exit: status 0 if it is valid.
     #[arg(long)]
     check_config: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Add or update a user in a password file (mosquitto_passwd's format, which Mosquitto
+    /// reads too). The password is read from standard input, one line, unless given.
+    Passwd {
+        /// The password file; created if missing.
+        file: PathBuf,
+        /// The user name.
+        user: String,
+        /// The password (as mosquitto_passwd -b; it then shows in the process list).
+        #[arg(long)]
+        password: Option<String>,
+        /// Remove the user instead.
+        #[arg(long, conflicts_with = "password")]
+        delete: bool,
+        /// PBKDF2-HMAC-SHA512 rounds.
+        #[arg(long, default_value_t = tolk_auth::password_file::DEFAULT_ITERATIONS)]
+        iterations: u32,
+    },
+}
+
+/// `tolk passwd`: sets or removes one user's hash.
+fn passwd(file: &std::path::Path, user: &str, password: Option<String>, delete: bool, iterations: u32) -> ExitCode {
+    use tolk_auth::password_file::{self, PasswordHash};
+    let result = if delete {
+        password_file::update(file, user, None)
+    } else {
+        let password = match password {
+            Some(password) => password,
+            None => {
+                let mut line = String::new();
+                if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                    eprint!("password for {user} (shown as typed): ");
+                }
+                if let Err(e) = std::io::stdin().read_line(&mut line) {
+                    eprintln!("tolk passwd: cannot read the password: {e}");
+                    return ExitCode::from(2);
+                }
+                line.trim_end_matches(['\n', '\r']).to_owned()
+            }
+        };
+        let Some(iterations) = std::num::NonZeroU32::new(iterations) else {
+            eprintln!("tolk passwd: --iterations must be at least 1");
+            return ExitCode::from(2);
+        };
+        PasswordHash::new_pbkdf2(password.as_bytes(), iterations)
+            .and_then(|hash| password_file::update(file, user, Some(&hash)))
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tolk passwd: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Passwd { file, user, password, delete, iterations }) = cli.command {
+        return passwd(&file, &user, password, delete, iterations);
+    }
     if cli.print_default_config {
         print!("{DEFAULT_CONFIG}");
         return ExitCode::SUCCESS;

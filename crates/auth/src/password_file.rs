@@ -82,6 +82,63 @@ impl PasswordHash {
     }
 }
 
+/// mosquitto_passwd's PBKDF2 rounds (Mosquitto 2.0): the default of `tolk passwd`, so that both
+/// brokers check a login at the same cost.
+pub const DEFAULT_ITERATIONS: u32 = 101;
+
+impl PasswordHash {
+    /// A new `$7$` hash of `password` with a random 12-byte salt, as mosquitto_passwd makes.
+    pub fn new_pbkdf2(password: &[u8], iterations: NonZeroU32) -> Result<Self, String> {
+        use ring::rand::{SecureRandom, SystemRandom};
+        let mut salt = vec![0u8; 12];
+        SystemRandom::new().fill(&mut salt).map_err(|_| "no system randomness for a salt".to_owned())?;
+        let mut hash = vec![0u8; digest::SHA512_OUTPUT_LEN];
+        pbkdf2::derive(pbkdf2::PBKDF2_HMAC_SHA512, iterations, &salt, password, &mut hash);
+        Ok(PasswordHash::Pbkdf2Sha512 { iterations, salt, hash })
+    }
+}
+
+impl std::fmt::Display for PasswordHash {
+    /// The hash as a password file line holds it after `user:`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PasswordHash::Pbkdf2Sha512 { iterations, salt, hash } => {
+                write!(f, "$7${iterations}${}${}", STANDARD.encode(salt), STANDARD.encode(hash))
+            }
+            PasswordHash::Sha512 { salt, hash } => write!(f, "$6${}${}", STANDARD.encode(salt), STANDARD.encode(hash)),
+        }
+    }
+}
+
+/// Sets `user`'s hash in the password file at `path` (`None`: removes the user), keeping every
+/// other line as it was; creates the file if missing. Written to a temporary file and renamed,
+/// so that a broker reloading meanwhile reads the old file or the new one, never half of one.
+pub fn update(path: &Path, user: &str, hash: Option<&PasswordHash>) -> Result<(), String> {
+    if user.is_empty() || user.contains(':') || user.contains('\n') {
+        return Err(format!("user name {user:?}: must be non-empty, without ':' or line breaks"));
+    }
+    let old = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let prefix = format!("{user}:");
+    let mut lines: Vec<String> = old.lines().filter(|l| !l.starts_with(&prefix)).map(str::to_owned).collect();
+    if let Some(hash) = hash {
+        lines.push(format!("{user}:{hash}"));
+    }
+    let mut text = lines.join("\n");
+    text.push('\n');
+    let temporary = path.with_extension("tolk-new");
+    std::fs::write(&temporary, text).map_err(|e| format!("cannot write {}: {e}", temporary.display()))?;
+    // The old file's permissions carry over (a password file is often readable by its
+    // service only).
+    if let Ok(metadata) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&temporary, metadata.permissions());
+    }
+    std::fs::rename(&temporary, path).map_err(|e| format!("cannot replace {}: {e}", path.display()))
+}
+
 /// Compares two byte strings without an early exit.
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -115,6 +172,15 @@ pub fn parse(text: &str) -> Result<HashMap<String, PasswordHash>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_hash_verifies_and_reads_back_as_written() {
+        let hash = PasswordHash::new_pbkdf2(b"s3cret", NonZeroU32::new(DEFAULT_ITERATIONS).unwrap()).unwrap();
+        assert!(hash.verify(b"s3cret") && !hash.verify(b"secret"));
+        let line = hash.to_string();
+        assert!(line.starts_with("$7$101$"), "{line}");
+        assert_eq!(PasswordHash::parse(&line).unwrap(), hash);
+    }
 
     #[test]
     fn malformed_lines_are_named() {
