@@ -100,6 +100,10 @@ impl Users {
 }
 
 impl Authenticator for Users {
+    fn verifies_users(&self) -> bool {
+        self.config.password_file.is_some()
+    }
+
     fn authenticate(&self, credentials: &Credentials<'_>) -> Result<(), String> {
         let Some(user) = credentials.username else {
             return if self.config.anonymous_allowed() {

@@ -31,6 +31,13 @@ pub struct Credentials<'a> {
 pub trait Authenticator: Send + Sync + 'static {
     /// `Ok` to accept; `Err(reason)` to refuse.
     fn authenticate(&self, credentials: &Credentials<'_>) -> Result<(), String>;
+
+    /// Whether an accepted user name is proven (a password was checked), so that it may own
+    /// things: an MQTT client id is then taken over only by the same user. False: names are
+    /// labels anyone may use.
+    fn verifies_users(&self) -> bool {
+        false
+    }
 }
 
 /// Accepts every client: the broker's behaviour until a user database exists.

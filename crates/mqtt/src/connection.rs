@@ -414,8 +414,14 @@ async fn handshake(
         return Err(Refused(CloseReason::AuthFailed, why));
     }
     // 4. The client id: a stored session, or a takeover of a live one.
-    let mut claim = match shared.registry.claim(&plan.client_id).await {
+    // A user name the broker checked owns the client id; an unchecked one is only a label.
+    let owner: Option<Arc<str>> = connect.username.as_deref().filter(|_| shared.auth.verifies_users()).map(Arc::from);
+    let mut claim = match shared.registry.claim(&plan.client_id, owner.as_ref()).await {
         Ok(c) => c,
+        Err(e @ ClaimError::OwnedByAnother(_)) => {
+            refuse_connack(io, &mut codec, ConnectAckReason::NotAuthorized).await;
+            return Err(Refused(CloseReason::AuthFailed, e.to_string()));
+        }
         Err(e @ ClaimError::Full(_)) => {
             let code = if version == Version::V5 {
                 ConnectAckReason::QuotaExceeded
@@ -428,7 +434,7 @@ async fn handshake(
     };
     let credit = usize::from(io.config.max_inflight.min(plan.client_receive_max).max(1));
     let now = Instant::now();
-    let (state, session_present) = match claim.previous.take() {
+    let (mut state, session_present) = match claim.previous.take() {
         Some(parked) if !plan.clean_start => {
             // Back before the will delay ran out: the will is not sent (§3.1.3.2.2).
             let mut state = parked.state;
@@ -449,6 +455,7 @@ async fn handshake(
             (Box::new(SessionState::new(core, plan.client_id.clone(), plan.expiry)), false)
         }
     };
+    state.owner = owner;
     let metrics = router.metrics().clone();
     let mut session = MqttSession::new(state, codec, &mut plan, io.config.clone(), metrics);
     session.connack(&plan, session_present);

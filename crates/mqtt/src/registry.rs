@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::pin::pin;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -32,8 +32,17 @@ pub struct Parked {
 }
 
 enum Entry {
-    Online { conn: u64, kick: Option<oneshot::Sender<()>> },
+    Online { conn: u64, kick: Option<oneshot::Sender<()>>, owner: Option<Arc<str>> },
     Offline(Box<Parked>),
+}
+
+impl Entry {
+    fn owner(&self) -> Option<&str> {
+        match self {
+            Entry::Online { owner, .. } => owner.as_deref(),
+            Entry::Offline(parked) => parked.state.owner.as_deref(),
+        }
+    }
 }
 
 /// What a connection gets for its client id.
@@ -52,6 +61,9 @@ pub enum ClaimError {
     /// `max_sessions` client ids are known already.
     #[error("session limit of {0} reached")]
     Full(usize),
+    /// The client id belongs to another user's connection or stored session.
+    #[error("client id {0:?} belongs to another user")]
+    OwnedByAnother(String),
 }
 
 /// The client-id registry of one MQTT front end.
@@ -78,28 +90,35 @@ impl Registry {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Claims `client_id` for a new connection. A connection already holding it is told to
-    /// close and park its session, and the claim then takes that session.
-    pub async fn claim(&self, client_id: &str) -> Result<Claim, ClaimError> {
+    /// Claims `client_id` for a new connection of `owner` (a proven user, or `None`). A
+    /// connection already holding it is told to close and park its session, and the claim then
+    /// takes that session. An id that a proven user holds, online or stored, is taken only by
+    /// the same user (MQTT-3.1.4-2's takeover must not let one user seize another's session).
+    pub async fn claim(&self, client_id: &str, owner: Option<&Arc<str>>) -> Result<Claim, ClaimError> {
         loop {
             let mut released = pin!(self.changed.notified());
             let holder = {
                 let mut inner = self.lock();
+                if let Some(entry) = inner.sessions.get(client_id)
+                    && entry.owner().is_some_and(|held| Some(held) != owner.map(|o| &**o))
+                {
+                    return Err(ClaimError::OwnedByAnother(client_id.to_owned()));
+                }
                 match inner.sessions.get_mut(client_id) {
                     None => {
                         if inner.sessions.len() >= self.max_sessions {
                             return Err(ClaimError::Full(self.max_sessions));
                         }
-                        return Ok(Self::attach(&mut inner, client_id, None));
+                        return Ok(Self::attach(&mut inner, client_id, None, owner));
                     }
                     Some(Entry::Offline(_)) => {
                         let previous = match inner.sessions.remove(client_id) {
                             Some(Entry::Offline(parked)) => Some(*parked),
                             _ => None,
                         };
-                        return Ok(Self::attach(&mut inner, client_id, previous));
+                        return Ok(Self::attach(&mut inner, client_id, previous, owner));
                     }
-                    Some(Entry::Online { conn, kick }) => {
+                    Some(Entry::Online { conn, kick, .. }) => {
                         if let Some(kick) = kick.take() {
                             let _ = kick.send(());
                         }
@@ -120,11 +139,12 @@ impl Registry {
         }
     }
 
-    fn attach(inner: &mut Inner, client_id: &str, previous: Option<Parked>) -> Claim {
+    fn attach(inner: &mut Inner, client_id: &str, previous: Option<Parked>, owner: Option<&Arc<str>>) -> Claim {
         inner.last_conn += 1;
         let conn = inner.last_conn;
         let (kick, kicked) = oneshot::channel();
-        inner.sessions.insert(client_id.to_owned(), Entry::Online { conn, kick: Some(kick) });
+        let owner = owner.cloned();
+        inner.sessions.insert(client_id.to_owned(), Entry::Online { conn, kick: Some(kick), owner });
         Claim { conn, previous, kicked }
     }
 

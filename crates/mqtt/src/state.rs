@@ -27,6 +27,8 @@ pub struct SessionState {
     pub incoming: IncomingQos2,
     /// How long the session outlives its connection (0: it ends with it).
     pub expiry: Duration,
+    /// The proven user it belongs to, if any: only that user may take its client id over.
+    pub owner: Option<Arc<str>>,
 }
 
 impl SessionState {
@@ -35,6 +37,7 @@ impl SessionState {
         SessionState {
             core,
             client_id,
+            owner: None,
             subs: Subscriptions::default(),
             outgoing: Outgoing::default(),
             incoming: IncomingQos2::default(),

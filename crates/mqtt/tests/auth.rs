@@ -62,3 +62,47 @@ async fn wrong_credentials_are_refused_with_each_levels_code_and_counted() {
     eventually("two auth_failed closes", || closed() == 2).await;
     broker.stop().await;
 }
+
+/// Alice and bob, both with password `pw`, and names that are proven.
+struct AliceAndBob;
+
+impl Authenticator for AliceAndBob {
+    fn authenticate(&self, c: &Credentials<'_>) -> Result<(), String> {
+        match (c.username, c.password) {
+            (Some("alice" | "bob"), Some(b"pw")) => Ok(()),
+            _ => Err("unknown user or wrong password".into()),
+        }
+    }
+
+    fn verifies_users(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_client_id_is_taken_over_only_by_the_same_user() {
+    let broker = start_with_auth(config(), RouterConfig::default(), Arc::new(AliceAndBob)).await;
+    let connect = |user: &str| v5::Connect {
+        username: Some(user.into()),
+        password: Some(b"pw"[..].into()),
+        ..Raw::connect5("client-shared")
+    };
+    let (mut alice, ack) = Raw::handshake5(broker.port, connect("alice")).await;
+    assert_eq!(ack.reason_code, v5::ConnectAckReason::Success);
+
+    // Bob may log in, but not take alice's client id: CONNACK 0x87, and alice stays connected.
+    let (mut bob, ack) = Raw::handshake5(broker.port, connect("bob")).await;
+    assert_eq!(ack.reason_code, v5::ConnectAckReason::NotAuthorized);
+    bob.expect_closed().await;
+    alice.send5(v5::Packet::PingRequest).await;
+    assert!(matches!(alice.recv5().await, Some(v5::Packet::PingResponse)), "alice was not disturbed");
+
+    // Alice herself takes it over: the old connection is told why (0x8E).
+    let (_again, ack) = Raw::handshake5(broker.port, connect("alice")).await;
+    assert_eq!(ack.reason_code, v5::ConnectAckReason::Success);
+    match alice.recv5().await {
+        Some(v5::Packet::Disconnect(d)) => assert_eq!(d.reason_code, v5::DisconnectReasonCode::SessionTakenOver),
+        other => panic!("expected DISCONNECT 0x8E, got {other:?}"),
+    }
+    broker.stop().await;
+}
