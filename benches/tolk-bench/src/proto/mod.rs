@@ -90,6 +90,8 @@ pub struct Target {
     /// as RabbitMQ's STOMP plugin requires (it refuses slashes after `/topic/`). tolk takes
     /// `/topic/a/b/c`, the form that reaches the same topic from its other protocols.
     pub dotted_destinations: bool,
+    /// MQTT only (`mqtt://user:password@host:port`): the user every connection logs in as.
+    pub credentials: Option<(String, String)>,
 }
 
 impl Target {
@@ -124,6 +126,14 @@ impl std::str::FromStr for Target {
             (_, query) => bail!("unknown option `{query}` in {url} (STOMP targets take ?destinations=dotted)"),
         };
         let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+        let (credentials, authority) = match authority.rsplit_once('@') {
+            Some((userinfo, host)) if protocol == Protocol::Mqtt => {
+                let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+                (Some((user.to_owned(), password.to_owned())), host)
+            }
+            Some(_) => bail!("only mqtt targets take a user (mqtt://user:password@host:port): {url}"),
+            None => (None, authority),
+        };
         let path = match (protocol, path.trim_end_matches('/')) {
             (Protocol::Wsn, "") => DEFAULT_WSN_PATH.to_string(),
             (Protocol::Wsn, path) => path.to_string(),
@@ -140,7 +150,7 @@ impl std::str::FromStr for Target {
             .with_context(|| format!("cannot resolve {host}"))?
             .next()
             .with_context(|| format!("{host} resolves to no address"))?;
-        Ok(Target { protocol, host, port, addr, path, dotted_destinations })
+        Ok(Target { protocol, host, port, addr, path, dotted_destinations, credentials })
     }
 }
 
@@ -375,6 +385,14 @@ impl Connector for AnyConnector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mqtt_targets_take_a_user() {
+        let t: Target = "mqtt://bench:s3cret@127.0.0.1:1999".parse().unwrap();
+        assert_eq!(t.credentials, Some(("bench".to_owned(), "s3cret".to_owned())));
+        assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 1999));
+        assert!("stomp://u:p@127.0.0.1".parse::<Target>().is_err());
+    }
 
     #[test]
     fn stomp_targets_take_a_destination_style() {

@@ -35,6 +35,8 @@ pub struct MqttConnector {
     max_packet: usize,
     /// Whether connections start a clean session (the default) or resume a persistent one.
     clean_session: bool,
+    /// User name and password every connection logs in with, if any.
+    credentials: Option<(String, String)>,
 }
 
 impl MqttConnector {
@@ -45,6 +47,7 @@ impl MqttConnector {
             port: target.port,
             max_packet: payload.max(1024) + 4096,
             clean_session: true,
+            credentials: target.credentials.clone(),
         }
     }
 
@@ -62,6 +65,9 @@ impl MqttConnector {
             .set_keep_alive(KEEP_ALIVE)
             .set_clean_session(self.clean_session)
             .set_max_packet_size(self.max_packet, self.max_packet);
+        if let Some((user, password)) = &self.credentials {
+            options.set_credentials(user.clone(), password.clone());
+        }
         let (client, mut eventloop) = AsyncClient::new(options, requests);
         let mut network = NetworkOptions::new();
         // Without TCP_NODELAY a lone small publish can wait for a delayed ACK (tens of ms),
