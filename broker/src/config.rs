@@ -117,6 +117,9 @@ pub struct HttpConfig {
     /// Time a whole request may take, body and answer included, e.g. "60s".
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// Ask for a user (HTTP Basic, checked against `[auth]`) on `/metrics` and `/api/*`;
+    /// `/healthz` stays open. Prometheus scrapes with `basic_auth`.
+    pub require_auth: bool,
 }
 
 impl Default for HttpConfig {
@@ -129,6 +132,7 @@ impl Default for HttpConfig {
             max_connections_per_address: 64,
             header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
+            require_auth: false,
         }
     }
 }
@@ -200,6 +204,9 @@ impl Config {
             }
             // The files are read now, so that --check-config finds a missing or bad one.
             Some(tls) => drop(tolk_tls::Tls::load(tls.clone())?),
+        }
+        if self.http.require_auth && self.auth.as_ref().is_none_or(|a| a.password_file.is_none()) {
+            bail!("http.require_auth: needs users, an [auth] section with password_file");
         }
         if let Some(auth) = &self.auth {
             if !auth.anonymous_allowed() {

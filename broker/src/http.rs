@@ -11,24 +11,60 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
+use base64::Engine;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tolk_core::auth::{Authenticator, Credentials};
 use tolk_core::listener::{Admission, ConnectionLimits, bind_tcp};
 use tolk_metrics::{Metrics, Protocol};
 use tolk_tls::Tls;
 
 use crate::config::HttpConfig;
 
-/// Routes served on the HTTP port.
-pub fn routes(metrics: Arc<Metrics>) -> Router {
-    Router::new()
-        .route("/metrics", get(prometheus))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/api/latency", get(latency))
-        .with_state(metrics)
+/// Routes served on the HTTP port. With `users`, `/metrics` and `/api/*` ask for one (HTTP
+/// Basic); `/healthz` stays open for load balancers and systemd checks.
+pub fn routes(metrics: Arc<Metrics>, users: Option<Arc<dyn Authenticator>>) -> Router {
+    let protected =
+        Router::new().route("/metrics", get(prometheus)).route("/api/latency", get(latency)).with_state(metrics);
+    let protected = match users {
+        Some(users) => {
+            protected.layer(axum::middleware::from_fn(move |request, next| basic_auth(users.clone(), request, next)))
+        }
+        None => protected,
+    };
+    Router::new().route("/healthz", get(|| async { "ok\n" })).merge(protected)
+}
+
+/// Lets a request through when its `Authorization: Basic` names a user the broker accepts;
+/// answers 401 with a `WWW-Authenticate` challenge otherwise.
+async fn basic_auth(users: Arc<dyn Authenticator>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Basic "))
+        .and_then(|encoded| base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok())
+        .and_then(|decoded| String::from_utf8(decoded).ok());
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+    if let (Some(presented), Some(peer)) = (presented, peer) {
+        let (user, password) = presented.split_once(':').unwrap_or((&presented, ""));
+        let credentials = Credentials {
+            protocol: Protocol::Internal,
+            username: Some(user),
+            password: Some(password.as_bytes()),
+            client_id: None,
+            peer,
+        };
+        match users.authenticate(&credentials) {
+            Ok(()) => return next.run(request).await,
+            Err(why) => tracing::info!(%peer, why, "HTTP request refused"),
+        }
+    }
+    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Basic realm=\"tolk\"")], "log in (HTTP Basic)\n")
+        .into_response()
 }
 
 async fn prometheus(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {

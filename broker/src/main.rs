@@ -169,7 +169,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
 
     // Every front end starts; those served on the HTTP port hand back their routes, and the
     // HTTP server binds last, with all of them, and tells the front ends where it is.
-    let mut app = http::routes(metrics.clone());
+    let http_users = config.http.require_auth.then(|| ctx.auth.clone());
+    let mut app = http::routes(metrics.clone(), http_users);
     for front_end in config.front_ends() {
         let name = front_end.name();
         let started = front_end.start(ctx.clone()).await?;

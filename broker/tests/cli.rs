@@ -131,6 +131,44 @@ fn a_password_file_keeping_anonymous_clients_out_needs_mqttsn_and_wsn_off() {
     assert!(err.contains("password_file") && err.contains("/nonexistent/passwd"), "{err}");
 }
 
+/// GET `path` with an `Authorization` header (empty: none); returns the whole response.
+fn http_get_as(port: u16, path: &str, authorization: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let header = if authorization.is_empty() { String::new() } else { format!("Authorization: {authorization}\r\n") };
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{header}Connection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+#[test]
+fn metrics_and_api_ask_for_a_user_when_http_requires_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let passwd = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/auth/tests/fixtures/passwd");
+    let config = write_config(
+        &dir,
+        &format!(
+            "data_dir = {:?}\n[http]\nbind = \"127.0.0.1:{port}\"\nrequire_auth = true\n[auth]\npassword_file = {passwd:?}\n\
+             [mqttsn]\nenabled = false\n[wsn]\nenabled = false\n[mqtt]\nbind = \"127.0.0.1:0\"\n\
+             [stomp]\nbind = \"127.0.0.1:0\"\n[amqp]\nbind = \"127.0.0.1:0\"\n",
+            dir.path().join("state")
+        ),
+    );
+    let mut child = start(&config);
+    let refused = http_get_as(port, "/metrics", "");
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(refused.to_ascii_lowercase().contains("www-authenticate: basic realm=\"tolk\""), "{refused}");
+    // alice:wonder land, and a wrong password.
+    assert!(http_get_as(port, "/metrics", "Basic YWxpY2U6d29uZGVyIGxhbmQ=").starts_with("HTTP/1.1 200"));
+    assert!(http_get_as(port, "/api/latency", "Basic YWxpY2U6d29uZGVyIGxhbmQ=").starts_with("HTTP/1.1 200"));
+    assert!(http_get_as(port, "/api/latency", "Basic YWxpY2U6d29uZGVy").starts_with("HTTP/1.1 401"));
+    assert!(http_get_as(port, "/healthz", "").starts_with("HTTP/1.1 200"), "health stays open");
+    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
 #[test]
 fn tells_systemd_it_is_ready_once_listening_and_when_stopping() {
     use std::os::unix::net::UnixDatagram;
