@@ -7,7 +7,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use futures_util::FutureExt;
@@ -105,7 +105,6 @@ struct MqttConnection {
     held: Option<Box<Held<Packet>>>,
     /// When the client was last heard from (the keep-alive counts from here).
     last_heard: Instant,
-    keep_alive: Option<Duration>,
     /// How the connection ends, once it does.
     end: Option<End>,
 }
@@ -138,7 +137,7 @@ impl MqttConnection {
     }
 
     fn keep_alive_deadline(&self) -> Option<Instant> {
-        self.keep_alive.map(|t| self.last_heard + t)
+        self.session.keep_alive_timeout().map(|t| self.last_heard + t)
     }
 
     /// Whether a round of retained messages may be encoded now.
@@ -319,14 +318,12 @@ async fn connect(
     };
     match handshake {
         Ok((session, claim)) => {
-            let keep_alive = session.keep_alive_timeout();
             let connection = MqttConnection {
                 session,
                 shared,
                 conn: claim.conn,
                 held: None,
                 last_heard: Instant::now(),
-                keep_alive,
                 end: None,
             };
             Ok((connection, io, claim.kicked))
