@@ -318,14 +318,8 @@ async fn connect(
     };
     match handshake {
         Ok((session, claim)) => {
-            let connection = MqttConnection {
-                session,
-                shared,
-                conn: claim.conn,
-                held: None,
-                last_heard: Instant::now(),
-                end: None,
-            };
+            let connection =
+                MqttConnection { session, shared, conn: claim.conn, held: None, last_heard: Instant::now(), end: None };
             Ok((connection, io, claim.kicked))
         }
         Err(Refused(reason, detail)) => {

@@ -127,15 +127,16 @@ impl Signal {
     }
 }
 
-/// A front end's sizes for its connections.
+/// A front end's sizes for its connections (32-bit: they are small, and they sit in the task of
+/// every connection).
 #[derive(Debug, Clone, Copy)]
 pub struct DriveLimits {
     /// Output bytes above which the driver stops reading and taking deliveries.
-    pub high_water: usize,
+    pub high_water: u32,
     /// Bytes asked of the socket per read.
-    pub read_chunk: usize,
+    pub read_chunk: u32,
     /// Deliveries taken from the outbox per wake-up.
-    pub delivery_batch: usize,
+    pub delivery_batch: u32,
     /// Longest time the driver waits for the socket to take pending output; then the
     /// connection is closed as a slow consumer. `None`: no limit beyond `high_water`.
     pub write_timeout: Option<Duration>,
@@ -198,6 +199,21 @@ async fn close<S: ProtocolSession>(
     linger(&mut reader, &mut writer, &shutdown).await;
 }
 
+/// Runs the session's timeout now if its deadline has passed; whether it did. (A function of
+/// its own, so that no clock reading is kept across the driver's await points.)
+fn handle_due<S: ProtocolSession>(session: &mut S, deadline: Option<Instant>, reading: bool) -> bool {
+    let now = Instant::now();
+    if deadline.is_none_or(|at| at > now) {
+        return false;
+    }
+    if !reading {
+        // Not read meanwhile: the silence is the broker's, not the peer's.
+        session.excuse_silence(now);
+    }
+    session.handle_timeout(now);
+    true
+}
+
 async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
     let Driver { session, stream, input, shutdown, signal, limits } = driver;
     let limits = &*limits;
@@ -236,12 +252,25 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let reading = session.may_read() && backlog < limits.high_water as usize;
+        // Due already, with nothing waiting to be written (a round of MQTT retained messages,
+        // once the last round is out): handled here rather than by the timer, whose
+        // millisecond ticks would add a tick per round. With output waiting, the select below
+        // writes it first (a heart-beat just queued is due until written). The task still
+        // yields when its scheduling budget is spent, so its neighbours get their turns.
+        if backlog == 0 && handle_due(session, deadline, reading) {
+            tokio::task::consume_budget().await;
+            continue;
+        }
         if let Some(at) = deadline {
             timer.as_mut().reset(at.into());
         }
         let congested = session.core().is_congesting();
-        let reading = session.may_read() && backlog < limits.high_water;
-        let window = if backlog < limits.high_water { session.delivery_window().min(limits.delivery_batch) } else { 0 };
+        let window = if backlog < limits.high_water as usize {
+            session.delivery_window().min(limits.delivery_batch as usize)
+        } else {
+            0
+        };
         let watching = signal.is_some();
         // What the waits below borrow: the core session, not the protocol's (which need not
         // be `Sync`; the codecs of some are not).
@@ -253,7 +282,7 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
             }
             // On TCP, waits for readability without a buffer; one is allocated only when bytes
             // are there.
-            read = std::future::poll_fn(|cx| reader.poll_read_into(cx, input, limits.read_chunk)), if reading => {
+            read = std::future::poll_fn(|cx| reader.poll_read_into(cx, input, limits.read_chunk as usize)), if reading => {
                 match read {
                     Ok(0) => session.handle_eof(!input.is_empty()),
                     Ok(_) => session.handle_bytes(input, Instant::now()),
