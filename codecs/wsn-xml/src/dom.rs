@@ -595,27 +595,7 @@ pub(crate) fn is_xml_char(c: char) -> bool {
 /// 1.0 `Name` (§2.3) without colons.
 fn is_qname(name: &str) -> bool {
     let mut parts = name.splitn(2, ':');
-    parts.all(is_ncname)
-}
-
-fn is_ncname(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(is_name_start_char) && chars.all(is_name_char)
-}
-
-/// XML 1.0 (fifth edition) §2.3 `NameStartChar`, without the colon.
-fn is_name_start_char(c: char) -> bool {
-    matches!(c,
-        'A'..='Z' | '_' | 'a'..='z' | '\u{C0}'..='\u{D6}' | '\u{D8}'..='\u{F6}' | '\u{F8}'..='\u{2FF}'
-        | '\u{370}'..='\u{37D}' | '\u{37F}'..='\u{1FFF}' | '\u{200C}'..='\u{200D}' | '\u{2070}'..='\u{218F}'
-        | '\u{2C00}'..='\u{2FEF}' | '\u{3001}'..='\u{D7FF}' | '\u{F900}'..='\u{FDCF}' | '\u{FDF0}'..='\u{FFFD}'
-        | '\u{10000}'..='\u{EFFFF}')
-}
-
-/// XML 1.0 (fifth edition) §2.3 `NameChar`, without the colon.
-fn is_name_char(c: char) -> bool {
-    is_name_start_char(c)
-        || matches!(c, '-' | '.' | '0'..='9' | '\u{B7}' | '\u{300}'..='\u{36F}' | '\u{203F}'..='\u{2040}')
+    parts.all(crate::topic::is_ncname)
 }
 
 #[cfg(test)]
