@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use mqtt_codec::{CodecError, Packet, PacketCodec, Version};
 use rmqtt_codec::types::{Publish, QoS as WireQoS};
 use rmqtt_codec::v5::{
@@ -163,11 +163,7 @@ impl MqttSession {
     /// `n` bytes of the output were written at `now`: the deliveries they complete are
     /// counted and their latency recorded; QoS 0 queue deliveries are settled.
     pub fn advance_output(&mut self, n: usize, now: Instant) {
-        self.out.advance(n);
-        if self.out.is_empty() {
-            // Everything is out: give the buffer back, so an idle connection holds none.
-            self.out = BytesMut::new();
-        }
+        tolk_core::drive::consume_written(&mut self.out, n);
         self.egress.written(n, now, &self.metrics);
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use stomp_codec::{Command, DecodeError, Encoder, Frame, Utf8Bytes, Version, encode_heartbeat};
 use tolk_core::{
     CloseReason, Delivery, DropReason, Message, Origin, QoS, Queue, QueueAck, QueueOptions, QueuePush, Session,
@@ -167,11 +167,7 @@ impl StompSession {
 
     /// `n` bytes of [`StompSession::output`] were written at `now`.
     pub fn advance_output(&mut self, n: usize, now: Instant) {
-        self.out.advance(n);
-        if self.out.is_empty() {
-            // Everything is out: give the buffer back, so an idle connection holds none.
-            self.out = BytesMut::new();
-        }
+        tolk_core::drive::consume_written(&mut self.out, n);
         self.note_written(now);
     }
 

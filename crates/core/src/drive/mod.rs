@@ -107,6 +107,15 @@ pub trait ProtocolSession: Send {
     }
 }
 
+/// Drops the `n` bytes just written from the front of a session's output buffer, and gives the
+/// buffer back once everything is out, so that an idle connection holds none.
+pub fn consume_written(out: &mut BytesMut, n: usize) {
+    bytes::Buf::advance(out, n);
+    if out.is_empty() {
+        *out = BytesMut::new();
+    }
+}
+
 /// Something outside the connection that its session wants to hear about, watched by the
 /// driver (see [`ProtocolSession::handle_signal`]).
 pub enum Signal {
