@@ -4,16 +4,14 @@
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 use std::time::Duration;
 
-use rustls::ClientConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
-use tolk_tls::testing::TestPki;
+use tolk_tls::testing::{TestPki, connector};
 
 /// An MQTT 3.1.1 CONNECT (client id `id`, one letter; keep-alive 60, clean session).
 fn connect_packet(id: u8) -> [u8; 15] {
@@ -62,18 +60,9 @@ fn wait_for(lines: &mpsc::Receiver<String>, text: &str) {
 
 /// Connects over TLS, sends CONNECT, expects CONNACK; returns the connection.
 async fn connect(port: u16, id: u8, ca: &TestPki, also: &TestPki) -> tokio_rustls::client::TlsStream<TcpStream> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_file(&ca.ca_file).unwrap()).unwrap();
-    roots.add(CertificateDer::from_pem_file(&also.ca_file).unwrap()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let name = ServerName::try_from("localhost").unwrap();
-    let mut tls = TlsConnector::from(Arc::new(config)).connect(name, tcp).await.unwrap();
+    let mut tls = connector(&[ca, also]).connect(name, tcp).await.unwrap();
     tls.write_all(&connect_packet(id)).await.unwrap();
     let mut answer = [0u8; 4];
     tokio::time::timeout(Duration::from_secs(10), tls.read_exact(&mut answer)).await.unwrap().unwrap();

@@ -2,8 +2,13 @@
 //! `localhost` and 127.0.0.1, and a client certificate, written as PEM files.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
+
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use tokio_rustls::TlsConnector;
 
 use crate::TlsConfig;
 
@@ -65,4 +70,19 @@ impl TestPki {
             handshake_timeout: crate::default_handshake_timeout(),
         }
     }
+}
+
+/// A TLS client (rustls with ring) that trusts the CAs of `pkis` and presents no certificate.
+pub fn connector(pkis: &[&TestPki]) -> TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for pki in pkis {
+        roots.add(CertificateDer::from_pem_file(&pki.ca_file).expect("CA file")).expect("CA certificate");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    TlsConnector::from(Arc::new(config))
 }

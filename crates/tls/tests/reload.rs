@@ -3,31 +3,15 @@
 
 use std::sync::Arc;
 
-use rustls::ClientConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsConnector;
 use tolk_tls::Tls;
-use tolk_tls::testing::TestPki;
-
-fn connector(pkis: &[&TestPki]) -> TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for pki in pkis {
-        roots.add(CertificateDer::from_pem_file(&pki.ca_file).unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    TlsConnector::from(Arc::new(config))
-}
+use tolk_tls::testing::{TestPki, connector};
 
 /// Serves one echo connection per call; returns the certificate the client was shown.
-async fn handshake(tls: &Arc<Tls>, connector: &TlsConnector) -> std::io::Result<CertificateDer<'static>> {
+async fn handshake(tls: &Arc<Tls>, connector: &tokio_rustls::TlsConnector) -> std::io::Result<CertificateDer<'static>> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let server = {
