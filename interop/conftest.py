@@ -5,6 +5,7 @@ gets a free loopback port, so a new protocol section is picked up without touchi
 """
 
 import os
+import queue
 import re
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import stomp
 import trustme
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +24,19 @@ def free_port(kind=socket.SOCK_STREAM):
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class StompInbox(stomp.ConnectionListener):
+    """A stomp.py listener that queues MESSAGE frames and RECEIPT ids for a test to take."""
+
+    def __init__(self):
+        self.messages, self.receipts = queue.Queue(), queue.Queue()
+
+    def on_message(self, frame):
+        self.messages.put(frame)
+
+    def on_receipt(self, frame):
+        self.receipts.put(frame.headers["receipt-id"])
 
 
 # The TCP front ends that also get a TLS listener (`tls_bind`), and their port key.

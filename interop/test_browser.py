@@ -4,7 +4,6 @@ paho-mqtt client over TCP publishes to the browser; the browser answers over MQT
 a native stomp.py subscriber and over STOMP/WebSocket to a native pika consumer."""
 
 import os
-import queue
 import shutil
 import subprocess
 import uuid
@@ -14,20 +13,11 @@ import paho.mqtt.client as mqtt
 import pika
 import stomp
 
+from conftest import StompInbox
+
 TIMEOUT = 20
 NODE_DIR = Path(__file__).resolve().parent / "node"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-
-
-class Inbox(stomp.ConnectionListener):
-    def __init__(self):
-        self.messages, self.receipts = queue.Queue(), queue.Queue()
-
-    def on_message(self, frame):
-        self.messages.put(frame)
-
-    def on_receipt(self, frame):
-        self.receipts.put(frame.headers["receipt-id"])
 
 
 def test_a_browser_talks_to_native_clients_over_websocket(broker):
@@ -37,7 +27,7 @@ def test_a_browser_talks_to_native_clients_over_websocket(broker):
     prefix = f"browser/{word}"
     payload = f"hello from a native client ✓ {word}"
 
-    inbox = Inbox()
+    inbox = StompInbox()
     stomp_sub = stomp.Connection([(broker.host, broker.port("stomp"))])
     stomp_sub.set_listener("inbox", inbox)
     stomp_sub.connect(wait=True)

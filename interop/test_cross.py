@@ -9,19 +9,10 @@ import stomp
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from conftest import StompInbox
+
 TIMEOUT = 5
 BINARY = bytes(range(256)) + b"\x00end"
-
-
-class StompInbox(stomp.ConnectionListener):
-    def __init__(self):
-        self.messages, self.receipts = queue.Queue(), queue.Queue()
-
-    def on_message(self, frame):
-        self.messages.put(frame)
-
-    def on_receipt(self, frame):
-        self.receipts.put(frame.headers["receipt-id"])
 
 
 def stomp_client(broker):

@@ -10,6 +10,8 @@ import paho.mqtt.client as mqtt
 import requests
 import stomp
 
+from conftest import StompInbox
+
 TIMEOUT = 10
 
 
@@ -25,20 +27,9 @@ def ws_mqtt_client(broker, on_message=None):
     return client
 
 
-class Inbox(stomp.ConnectionListener):
-    def __init__(self):
-        self.messages, self.receipts = queue.Queue(), queue.Queue()
-
-    def on_message(self, frame):
-        self.messages.put(frame)
-
-    def on_receipt(self, frame):
-        self.receipts.put(frame.headers["receipt-id"])
-
-
 def test_paho_over_websocket_reaches_a_native_stomp_subscriber(broker):
     topic = f"ws/{uuid.uuid4().hex[:8]}"
-    inbox = Inbox()
+    inbox = StompInbox()
     sub = stomp.Connection([(broker.host, broker.port("stomp"))], auto_decode=False)
     sub.set_listener("inbox", inbox)
     sub.connect(wait=True)
@@ -67,7 +58,7 @@ def test_stomp_py_over_websocket_reaches_a_paho_websocket_subscriber(broker):
     _, mid = sub.subscribe(topic, qos=1)
     assert subscribed.get(timeout=TIMEOUT) == mid
 
-    inbox = Inbox()
+    inbox = StompInbox()
     sender = stomp.WSStompConnection([(broker.host, broker.port("http"))], ws_path="/stomp")
     sender.set_listener("inbox", inbox)
     sender.connect(wait=True)
