@@ -25,28 +25,7 @@ run() { # run MODE: prints "MODE conn/s cpu_us_per_conn"
         auth=$'[auth]\npassword_file = "'"$WORK/passwd"$'"\n'
         user="bench:bench-pw@"
     fi
-    cat >"$WORK/tolk.toml" <<CONF
-data_dir = "$WORK/tolk-data"
-[log]
-level = "warn"
-[http]
-bind = "127.0.0.1:$http"
-[mqtt]
-bind = "127.0.0.1:$port"
-max_connections_per_address = 1000000
-[stomp]
-enabled = false
-[amqp]
-enabled = false
-[mqttsn]
-enabled = false
-[wsn]
-enabled = false
-$auth
-CONF
-    "$TOLK" --config "$WORK/tolk.toml" >"$WORK/tolk.log" 2>&1 &
-    BROKER_PID=$!
-    wait_port "$http" "$BROKER_PID" "$WORK/tolk.log"
+    start_tolk_mqtt "$http" "$port" "max_connections_per_address = 1000000" "$auth"
     local before after
     before=$(cpu_ticks "$BROKER_PID")
     "$BENCH" idle --connections "$CONNECTIONS" --target "mqtt://${user}127.0.0.1:$port" --broker-pid "$BROKER_PID" \

@@ -133,6 +133,34 @@ tolk_set_pending() {
 # which are lifted because every bench client shares one address), every listener moved to a free
 # loopback port, quiet logs and a private data directory. Sets BROKER_PID, TOLK_PORTS[section]
 # for every listener, and PORT to the MQTT port (empty without an MQTT listener).
+# start_tolk_mqtt HTTP_PORT MQTT_PORT [MQTT_LINES] [MORE_TOML]: tolk with only MQTT and HTTP,
+# on those loopback ports, MQTT_LINES added to [mqtt] and MORE_TOML at the end; waits until HTTP
+# answers (bound after MQTT).
+start_tolk_mqtt() {
+    cat >"$WORK/tolk.toml" <<CONF
+data_dir = "$WORK/tolk-data"
+[log]
+level = "warn"
+[http]
+bind = "127.0.0.1:$1"
+[mqtt]
+bind = "127.0.0.1:$2"
+${3:-}
+[stomp]
+enabled = false
+[amqp]
+enabled = false
+[mqttsn]
+enabled = false
+[wsn]
+enabled = false
+${4:-}
+CONF
+    "$TOLK" --config "$WORK/tolk.toml" >"$WORK/tolk.log" 2>&1 &
+    BROKER_PID=$!
+    wait_port "$1" "$BROKER_PID" "$WORK/tolk.log"
+}
+
 start_tolk() {
     local section= line key
     declare -gA TOLK_SET_DONE=()

@@ -32,30 +32,8 @@ ports() { free_port; P_TCP=$FREE_PORT; free_port; P_TLS=$FREE_PORT; free_port; P
 
 run_tolk() {
     ports
-    cat >"$WORK/tolk.toml" <<CONF
-data_dir = "$WORK/tolk-data"
-[log]
-level = "warn"
-[http]
-bind = "127.0.0.1:$P_WS"
-[mqtt]
-bind = "127.0.0.1:$P_TCP"
-tls_bind = "127.0.0.1:$P_TLS"
-[stomp]
-enabled = false
-[amqp]
-enabled = false
-[mqttsn]
-enabled = false
-[wsn]
-enabled = false
-[tls]
-cert_file = "$WORK/cert.pem"
-key_file = "$WORK/key.pem"
-CONF
-    "$TOLK" --config "$WORK/tolk.toml" >"$WORK/tolk.log" 2>&1 &
-    BROKER_PID=$!
-    wait_port "$P_WS" "$BROKER_PID" "$WORK/tolk.log"
+    start_tolk_mqtt "$P_WS" "$P_TCP" "tls_bind = \"127.0.0.1:$P_TLS\"" \
+        "$(printf '[tls]\ncert_file = "%s"\nkey_file = "%s"' "$WORK/cert.pem" "$WORK/key.pem")"
     measure tolk
     stop_broker
 }
