@@ -88,3 +88,28 @@ def test_the_websocket_answer_names_the_mqtt_subprotocol(broker):
     assert head.startswith("http/1.1 101"), head
     assert "sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo=" in head, head
     assert "sec-websocket-protocol: mqtt" in head, head
+
+
+def test_a_websocket_message_over_the_packet_limit_closes_only_that_connection(broker):
+    """[mqtt] max_packet_size_bytes (1 MiB) bounds a WebSocket message at /mqtt too: a bigger
+    one closes that connection, and the endpoint keeps serving others."""
+    import websocket
+
+    ws = websocket.create_connection(
+        f"ws://{broker.host}:{broker.port('http')}/mqtt", subprotocols=["mqtt"], timeout=TIMEOUT
+    )
+    ws.send_binary(b"\x30" + b"\x00" * (2 * 1024 * 1024))
+    try:
+        while True:
+            frame = ws.recv_data(control_frame=True)
+            if frame[0] == websocket.ABNF.OPCODE_CLOSE:
+                break
+    except (websocket.WebSocketConnectionClosedException, ConnectionError):
+        pass
+    ws.close()
+    client = ws_mqtt_client(broker)
+    try:
+        client.publish("ws/after-the-big-one", b"x", qos=1).wait_for_publish(TIMEOUT)
+    finally:
+        client.loop_stop()
+        client.disconnect()
