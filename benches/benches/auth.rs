@@ -23,7 +23,8 @@ fn login(c: &mut Criterion) {
     c.bench_function("auth_verify_pbkdf2_sha512_101", |b| b.iter(|| assert!(pbkdf2.verify(b"wonder land"))));
     c.bench_function("auth_verify_sha512", |b| b.iter(|| assert!(sha512.verify(b"c@rol"))));
 
-    let users = Users::load(AuthConfig { password_file: Some(fixture()), allow_anonymous: None }).unwrap();
+    let users =
+        Users::load(AuthConfig { password_file: Some(fixture()), allow_anonymous: None, acl_file: None }).unwrap();
     let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let credentials = Credentials {
         protocol: Protocol::Mqtt,
@@ -31,6 +32,7 @@ fn login(c: &mut Criterion) {
         password: Some(b"wonder land"),
         client_id: Some("c"),
         peer,
+        proven: false,
     };
     users.authenticate(&credentials).unwrap();
     c.bench_function("auth_login_remembered", |b| b.iter(|| users.authenticate(&credentials).unwrap()));

@@ -57,6 +57,7 @@ async fn basic_auth(users: Arc<dyn Authenticator>, request: Request, next: Next)
             password: Some(password.as_bytes()),
             client_id: None,
             peer,
+            proven: false,
         };
         match users.authenticate(&credentials) {
             Ok(()) => return next.run(request).await,

@@ -236,8 +236,8 @@ fn spawn_reload_on_hangup(
             }
             if let Some(users) = &users {
                 match users.reload() {
-                    Ok(count) => info!(users = count, "SIGHUP: password file reloaded"),
-                    Err(e) => warn!(error = %e, "SIGHUP: password file not reloaded; the previous users stay"),
+                    Ok(what) => info!("SIGHUP: reloaded {what}"),
+                    Err(e) => warn!(error = %e, "SIGHUP: [auth] files not reloaded; the previous ones stay"),
                 }
             }
         }

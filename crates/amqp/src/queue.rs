@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::{AMQPClass, queue};
 use amq_protocol::types::{AMQPValue, FieldTable, ShortString};
+use tolk_core::access::{Resource, Right, SubscribeError};
 use tolk_core::{Queue, QueueError, QueueOptions};
 
 use crate::channel::Channel;
@@ -54,6 +55,24 @@ fn check_access(ctx: &Ctx, queue: &Queue) -> Result<(), AmqpError> {
     }
     Ok(())
 }
+
+/// The access list's verdict on `right` to a queue, as AMQP's 403. A connection's own exclusive
+/// queues need no rule: nobody else can reach them, and their names (`amq.gen-…`) cannot be
+/// known in advance.
+pub(crate) fn authorize(ctx: &Ctx, queue: &str, rights: &[Right]) -> Result<(), AmqpError> {
+    let own = ctx.exclusive_queues.iter().any(|q| q.name() == queue);
+    if own || rights.iter().any(|&right| ctx.core.may_use(Resource::Queue(queue), right)) {
+        return Ok(());
+    }
+    Err(not_authorized(&format!("queue '{queue}'")))
+}
+
+/// RabbitMQ's wording for an access-list refusal.
+pub(crate) fn not_authorized(what: &str) -> AmqpError {
+    AmqpError::access_refused(format!("access to {what} in vhost '/' refused"))
+}
+
+const ANY_RIGHT: &[Right] = &[Right::Read, Right::Write, Right::Configure];
 
 /// A name no client chose: `amq.gen-` and 22 URL-safe base64 characters (128 bits) from the
 /// process's random hash keys and a counter, as RabbitMQ does.
@@ -151,6 +170,7 @@ pub(crate) fn handle(
         }
         M::Purge(m) => {
             let queue = find(ctx, ch, m.queue.as_str())?;
+            authorize(ctx, queue.name(), &[Right::Read])?;
             let n = queue.purge();
             if !m.nowait {
                 reply(out, M::PurgeOk(queue::PurgeOk { message_count: u32::try_from(n).unwrap_or(u32::MAX) }));
@@ -172,6 +192,7 @@ pub(crate) fn handle(
 fn declare(ctx: &mut Ctx, ch: &Channel, m: &queue::Declare) -> Result<(String, Arc<Queue>), AmqpError> {
     if m.passive {
         let queue = find(ctx, ch, m.queue.as_str())?;
+        authorize(ctx, queue.name(), ANY_RIGHT)?;
         return Ok((queue.name().to_owned(), queue));
     }
     let (max_length, max_length_bytes) = queue_options(&m.arguments)?;
@@ -198,6 +219,10 @@ fn declare(ctx: &mut Ctx, ch: &Channel, m: &queue::Declare) -> Result<(String, A
             }
         }
     } else {
+        // Declaring is how AMQP clients open a queue they mean to use: any right will do.
+        if !m.exclusive {
+            authorize(ctx, given, ANY_RIGHT)?;
+        }
         let (queue, created) =
             router.declare_queue(given, options.clone()).map_err(|e| declare_error(e, &options, given, &router))?;
         (given.to_owned(), queue, created)
@@ -205,12 +230,16 @@ fn declare(ctx: &mut Ctx, ch: &Channel, m: &queue::Declare) -> Result<(String, A
     if created && m.exclusive {
         ctx.exclusive_queues.push(queue.clone());
     }
+    if !created && m.exclusive && !ctx.exclusive_queues.iter().any(|q| Arc::ptr_eq(q, &queue)) {
+        authorize(ctx, &name, ANY_RIGHT)?;
+    }
     Ok((name, queue))
 }
 
 fn declare_error(e: QueueError, wanted: &QueueOptions, name: &str, router: &tolk_core::Router) -> AmqpError {
     match e {
         QueueError::Locked(_) => locked(name),
+        QueueError::NotAuthorized(_) => not_authorized(&format!("queue '{name}'")),
         QueueError::OptionsDiffer(_) => {
             let Some(existing) = router.queue(name) else { return not_found(name) };
             let have = existing.options();
@@ -244,15 +273,26 @@ fn bind(
     registry.require(exchange)?;
     if exchange == TOPIC_BRIDGE {
         let filter = topic_key::binding_key_to_filter(key).map_err(AmqpError::precondition_failed)?;
-        let router = &ctx.shared.router;
         if bind {
-            router
-                .bind_queue(queue, &filter, 0)
-                .map_err(|e| AmqpError::precondition_failed(format!("binding key '{key}': {e}")))?;
+            // The core checks both the queue (write) and the topics the key reads.
+            ctx.core.bind_queue(queue, &filter, 0).map_err(|e| match e {
+                SubscribeError::NotAuthorized(what) if what == queue.name() => {
+                    not_authorized(&format!("queue '{what}'"))
+                }
+                SubscribeError::NotAuthorized(_) => {
+                    not_authorized(&format!("topic filter '{filter}' (binding key '{key}')"))
+                }
+                SubscribeError::Topic(e) => AmqpError::precondition_failed(format!("binding key '{key}': {e}")),
+            })?;
         } else {
-            router.unbind_queue(queue, &filter, 0);
+            authorize(ctx, queue.name(), &[Right::Write])?;
+            ctx.shared.router.unbind_queue(queue, &filter, 0);
         }
         return Ok(());
+    }
+    authorize(ctx, queue.name(), &[Right::Write])?;
+    if !ctx.core.may_use(Resource::Exchange(exchange), Right::Read) {
+        return Err(not_authorized(&format!("exchange '{exchange}'")));
     }
     if bind {
         registry.bind(exchange, BindingTarget::Queue(queue.clone()), key, arguments)
@@ -268,6 +308,7 @@ fn delete(ctx: &mut Ctx, ch: &Channel, name: &str, if_unused: bool, if_empty: bo
     let router = ctx.shared.router.clone();
     let Some(queue) = router.queue(&name) else { return Ok(0) };
     check_access(ctx, &queue)?;
+    authorize(ctx, &name, &[Right::Configure])?;
     if if_unused && queue.consumer_count() > 0 {
         return Err(AmqpError::precondition_failed(format!("queue '{name}' in vhost '/' in use")));
     }

@@ -341,8 +341,11 @@ impl AmqpSession {
             password: Some(login.password.as_bytes()),
             client_id: None,
             peer: self.ctx.peer,
+            proven: false,
         };
         self.ctx.shared.auth.authenticate(&credentials).map_err(AmqpError::auth_refused)?;
+        let rights = self.ctx.shared.auth.access(Some(&login.username), None);
+        self.ctx.core.restrict(rights);
         debug!(user = %login.username, mechanism = %login.mechanism, "login accepted");
         let config = &self.ctx.shared.config;
         self.out.method(

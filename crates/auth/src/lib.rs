@@ -1,22 +1,27 @@
-//! Users for every protocol. The `[auth]` section names a password file in Mosquitto's
-//! `mosquitto_passwd` format (see [`password_file`]), and [`Users`] is the broker's
-//! [`Authenticator`]: every front end asks it, so an MQTT, STOMP or AMQP client logs in with the
-//! same user name and password.
+//! Users and their rights for every protocol. The `[auth]` section names a password file in
+//! Mosquitto's `mosquitto_passwd` format (see [`password_file`]) and an access-control list in
+//! its `acl_file` format (see [`acl`]). [`Users`] is the broker's [`Authenticator`]: every front
+//! end asks it, so a client logs in with the same user name and password, and is held to the
+//! same rules, whatever protocol it speaks.
 //!
 //! A hash is checked once per connection. Successes are remembered (a keyed SHA-256 of the
 //! password, never the password), so that a reconnect storm on a Pi costs one digest per
 //! client instead of a PBKDF2 run; a reload forgets them.
 
+pub mod acl;
 pub mod password_file;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Mutex, RwLock};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
 
 use ring::digest;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
+use tolk_core::access::Rights;
 use tolk_core::auth::{Authenticator, Credentials};
+
+use acl::{Acl, AclFile};
 
 use password_file::{PasswordHash, constant_time_eq};
 
@@ -34,6 +39,10 @@ pub struct AuthConfig {
     /// file is set, yes without one (as Mosquitto).
     #[serde(default)]
     pub allow_anonymous: Option<bool>,
+    /// An access-control list in Mosquitto's `acl_file` format (see [`acl`]). Without one, a
+    /// client that may connect may do anything.
+    #[serde(default)]
+    pub acl_file: Option<PathBuf>,
 }
 
 impl AuthConfig {
@@ -43,9 +52,10 @@ impl AuthConfig {
     }
 }
 
-/// The broker's users, reloadable.
+/// The broker's users and their rights, reloadable.
 pub struct Users {
     config: AuthConfig,
+    acl: Option<Arc<Acl>>,
     hashes: RwLock<HashMap<String, PasswordHash>>,
     /// User name → keyed digest of the password that last logged in.
     remembered: Mutex<HashMap<String, [u8; 32]>>,
@@ -59,19 +69,31 @@ impl Users {
             Some(path) => password_file::read(path).map_err(|e| format!("[auth] password_file: {e}"))?,
             None => HashMap::new(),
         };
+        let acl = match &config.acl_file {
+            Some(path) => Some(Acl::new(read_acl(path)?)),
+            None => None,
+        };
         let mut key = [0u8; 32];
         SystemRandom::new().fill(&mut key).map_err(|_| "no system randomness for the password cache".to_owned())?;
-        Ok(Users { config, hashes: RwLock::new(hashes), remembered: Mutex::default(), key })
+        Ok(Users { config, acl, hashes: RwLock::new(hashes), remembered: Mutex::default(), key })
     }
 
-    /// Reads the password file again (SIGHUP). On error the users in force stay.
-    pub fn reload(&self) -> Result<usize, String> {
-        let Some(path) = &self.config.password_file else { return Ok(0) };
-        let hashes = password_file::read(path).map_err(|e| format!("[auth] password_file: {e}"))?;
-        let count = hashes.len();
-        *self.hashes.write().unwrap_or_else(|e| e.into_inner()) = hashes;
-        self.remembered.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        Ok(count)
+    /// Reads the password file and the ACL again (SIGHUP); the new rules apply to connected
+    /// clients from their next operation. A file with an error is not taken: what is in force
+    /// stays, and the error says which file and line.
+    pub fn reload(&self) -> Result<String, String> {
+        let mut done = Vec::new();
+        if let Some(path) = &self.config.password_file {
+            let hashes = password_file::read(path).map_err(|e| format!("[auth] password_file: {e}"))?;
+            done.push(format!("{} users", hashes.len()));
+            *self.hashes.write().unwrap_or_else(|e| e.into_inner()) = hashes;
+            self.remembered.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+        if let (Some(acl), Some(path)) = (&self.acl, &self.config.acl_file) {
+            acl.replace(read_acl(path)?);
+            done.push("the ACL".to_owned());
+        }
+        Ok(done.join(" and "))
     }
 
     fn digest(&self, user: &str, password: &[u8]) -> [u8; 32] {
@@ -99,9 +121,18 @@ impl Users {
     }
 }
 
+fn read_acl(path: &Path) -> Result<AclFile, String> {
+    AclFile::read(path).map_err(|e| format!("[auth] acl_file {}: {e}", path.display()))
+}
+
 impl Authenticator for Users {
     fn verifies_users(&self) -> bool {
         self.config.password_file.is_some()
+    }
+
+    fn access(&self, username: Option<&str>, client_id: Option<&str>) -> Rights {
+        let acl = self.acl.as_ref()?;
+        Some(Arc::new(acl.client(username, client_id)))
     }
 
     fn authenticate(&self, credentials: &Credentials<'_>) -> Result<(), String> {
@@ -112,6 +143,10 @@ impl Authenticator for Users {
                 Err("anonymous clients are not allowed: log in with a user name and password".into())
             };
         };
+        if credentials.proven {
+            // Named by a verified certificate or by configuration: nothing more to check.
+            return Ok(());
+        }
         if self.config.password_file.is_none() {
             // Users are not configured: a name is only a label.
             return if self.config.anonymous_allowed() { Ok(()) } else { Err("no users are configured".into()) };

@@ -21,13 +21,15 @@ fn login(users: &Users, user: Option<&str>, password: Option<&str>) -> Result<()
         password: password.map(str::as_bytes),
         client_id: Some("c"),
         peer,
+        proven: false,
     };
     users.authenticate(&credentials)
 }
 
 #[test]
 fn mosquitto_passwd_hashes_check_out() {
-    let users = Users::load(AuthConfig { password_file: Some(fixture()), allow_anonymous: None }).unwrap();
+    let users =
+        Users::load(AuthConfig { password_file: Some(fixture()), allow_anonymous: None, acl_file: None }).unwrap();
     assert_eq!(login(&users, Some("alice"), Some("wonder land")), Ok(()));
     assert_eq!(login(&users, Some("bob"), Some("b0b!")), Ok(()));
     assert_eq!(login(&users, Some("carol"), Some("c@rol")), Ok(()), "the older $6$ format");
@@ -38,7 +40,8 @@ fn mosquitto_passwd_hashes_check_out() {
     assert!(login(&users, Some("mallory"), Some("wonder land")).is_err());
     // A password file makes anonymous clients unwelcome unless allowed.
     assert!(login(&users, None, None).is_err());
-    let open = Users::load(AuthConfig { password_file: Some(fixture()), allow_anonymous: Some(true) }).unwrap();
+    let open = Users::load(AuthConfig { password_file: Some(fixture()), allow_anonymous: Some(true), acl_file: None })
+        .unwrap();
     assert_eq!(login(&open, None, None), Ok(()));
     assert!(login(&open, Some("alice"), Some("nope")).is_err(), "a wrong password stays wrong");
 }
@@ -49,14 +52,15 @@ fn a_reload_takes_new_passwords_and_keeps_the_old_users_on_error() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("passwd");
     std::fs::copy(fixture(), &path).unwrap();
-    let users = Users::load(AuthConfig { password_file: Some(path.clone()), allow_anonymous: None }).unwrap();
+    let users =
+        Users::load(AuthConfig { password_file: Some(path.clone()), allow_anonymous: None, acl_file: None }).unwrap();
     assert_eq!(login(&users, Some("alice"), Some("wonder land")), Ok(()));
 
     // Only carol left: alice's remembered login must not outlive the reload.
     let carol =
         std::fs::read_to_string(fixture()).unwrap().lines().find(|l| l.starts_with("carol:")).unwrap().to_owned();
     std::fs::write(&path, format!("{carol}\n")).unwrap();
-    assert_eq!(users.reload(), Ok(1));
+    assert_eq!(users.reload(), Ok("1 users".to_owned()));
     assert!(login(&users, Some("alice"), Some("wonder land")).is_err());
     assert_eq!(login(&users, Some("carol"), Some("c@rol")), Ok(()));
 

@@ -3,12 +3,16 @@
 //! AMQPLAIN) into [`Credentials`] and asks the broker's one [`Authenticator`]; it only turns
 //! the answer into its protocol's refusal (MQTT CONNACK 0x86 / 0x04, STOMP ERROR, AMQP 403).
 //!
-//! The broker has no user database yet, so the authenticator in force accepts everyone
-//! ([`AllowAll`]); a user database plugs in here without touching any session code.
+//! Without an `[auth]` section the authenticator in force accepts everyone ([`AllowAll`]);
+//! `tolk-auth` plugs the password file and the access-control list in here, so no session code
+//! knows where users come from. After a login the front end asks [`Authenticator::access`] for
+//! the client's rights and hands them to its core session ([`crate::Session::restrict`]).
 
 use std::net::SocketAddr;
 
 use tolk_metrics::Protocol;
+
+use crate::access::Rights;
 
 /// What a client presented when it connected.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +28,9 @@ pub struct Credentials<'a> {
     pub client_id: Option<&'a str>,
     /// The client's address.
     pub peer: SocketAddr,
+    /// The user name was proven without a password: configuration maps this MQTT-SN client id
+    /// to it, or a verified client certificate names it (`use_identity_as_username`).
+    pub proven: bool,
 }
 
 /// Decides whether a client may open a session. A refusal's text is logged and, where the
@@ -37,6 +44,12 @@ pub trait Authenticator: Send + Sync + 'static {
     /// labels anyone may use.
     fn verifies_users(&self) -> bool {
         false
+    }
+
+    /// The rights of a client that logged in as `username` (none: anonymous) with
+    /// `client_id`. `None`: unrestricted, when no access-control list is configured.
+    fn access(&self, _username: Option<&str>, _client_id: Option<&str>) -> Rights {
+        None
     }
 }
 

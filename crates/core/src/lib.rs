@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod auth;
 pub mod budget;
 mod delivery;

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
-use tolk_metrics::{DropReason, MemoryKind, Metrics, Protocol};
+use tolk_metrics::{Denial, DropReason, MemoryKind, Metrics, Protocol};
 
+use crate::access::{ReadCheck, Resource, Right, Rights, SubscribeError};
 use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::Delivery;
 use crate::message::{Message, QoS, SessionId};
@@ -136,6 +137,8 @@ pub struct Subscription {
     pub options: SubscriptionOptions,
     /// Destination of matches.
     pub target: Target,
+    /// Checked for each message before delivery when the subscriber's rights are restricted.
+    pub read_check: Option<ReadCheck>,
 }
 
 /// What one publish did. Front ends use it to answer the publisher (MQTT 5 "no matching
@@ -154,6 +157,9 @@ pub struct PublishOutcome {
     pub refused: usize,
     /// The memory budget was used up and this at-least-once message was not routed at all.
     pub memory_full: bool,
+    /// The access-control list refused the publisher this topic; nothing was routed (MQTT 5
+    /// 0x87, AMQP 403, STOMP ERROR).
+    pub not_authorized: bool,
 }
 
 /// Errors from queue declarations.
@@ -165,6 +171,9 @@ pub enum QueueError {
     /// An exclusive queue belongs to another session (AMQP 405 resource-locked).
     #[error("queue '{0}' is exclusive to another connection")]
     Locked(String),
+    /// The access-control list does not give this client the right it needs on the queue.
+    #[error("access to queue '{0}' refused")]
+    NotAuthorized(String),
 }
 
 #[derive(Default)]
@@ -269,7 +278,15 @@ impl Router {
     pub fn open_session(&self, protocol: Protocol) -> Session {
         let id = self.next_session_id();
         let (_, receiver) = outbox(id, protocol, self.session_limits(), self.0.budget.clone());
-        Session { id, protocol, router: self.clone(), receiver, consumers: Vec::new(), congestion: Mutex::default() }
+        Session {
+            id,
+            protocol,
+            router: self.clone(),
+            receiver,
+            consumers: Vec::new(),
+            congestion: Mutex::default(),
+            rights: None,
+        }
     }
 
     /// Adds or replaces a subscription. Returns `true` when it replaced an existing one.
@@ -338,6 +355,12 @@ impl Router {
         let subs = self.read();
         subs.trie.for_each_match(&message.topic, |s| {
             if s.options.no_local && s.owner == message.origin.session {
+                return;
+            }
+            if let Some(check) = &s.read_check
+                && !check.access.may_read(&message.topic)
+            {
+                metrics.protocol(check.protocol).denied(Denial::Read);
                 return;
             }
             outcome.matched += 1;
@@ -458,6 +481,7 @@ impl Router {
             tag,
             options: SubscriptionOptions::default(),
             target: Target::Queue(queue.clone()),
+            read_check: None,
         };
         self.subscribe(filter, subscription)
     }
@@ -491,6 +515,7 @@ pub struct Session {
     receiver: OutboxReceiver,
     consumers: Vec<(Arc<Queue>, crate::queue::ConsumerId, u64)>,
     congestion: Mutex<Congestion>,
+    rights: Rights,
 }
 
 /// Subscribers this session's publishes have filled up, and since when.
@@ -516,11 +541,82 @@ impl Session {
         &self.receiver
     }
 
-    /// Subscribes this session's outbox to `filter`.
-    pub fn subscribe(&self, filter: &str, tag: u64, options: SubscriptionOptions) -> Result<bool, TopicError> {
+    /// Puts the client's rights in force (at login, and again when a persistent session is
+    /// resumed). Sessions start unrestricted: `None` is the broker without an access list.
+    pub fn restrict(&mut self, rights: Rights) {
+        self.rights = rights;
+    }
+
+    fn denied(&self, what: Denial) {
+        self.router.0.metrics.protocol(self.protocol).denied(what);
+    }
+
+    /// The per-message check for a subscription of this session, once `filter` is allowed.
+    fn read_check(&self, filter: &str) -> Result<Option<ReadCheck>, SubscribeError> {
+        topic::validate_filter(filter)?;
+        let Some(access) = &self.rights else { return Ok(None) };
+        if !access.may_subscribe(filter) {
+            self.denied(Denial::Subscribe);
+            return Err(SubscribeError::NotAuthorized(filter.to_owned()));
+        }
+        Ok(Some(ReadCheck { access: access.clone(), protocol: self.protocol }))
+    }
+
+    /// Whether the access list lets this session do `right` to `resource`; a refusal is counted.
+    pub fn may_use(&self, resource: Resource<'_>, right: Right) -> bool {
+        let Some(access) = &self.rights else { return true };
+        let allowed = access.may_use(resource, right);
+        if !allowed {
+            self.denied(match resource {
+                Resource::Queue(_) => Denial::Queue,
+                Resource::Exchange(_) => Denial::Exchange,
+            });
+        }
+        allowed
+    }
+
+    /// [`Session::may_use`] on a queue, as a [`QueueError`].
+    pub fn check_queue(&self, name: &str, right: Right) -> Result<(), QueueError> {
+        if self.may_use(Resource::Queue(name), right) {
+            Ok(())
+        } else {
+            Err(QueueError::NotAuthorized(name.to_owned()))
+        }
+    }
+
+    /// Subscribes this session's outbox to `filter`, if its rights allow.
+    pub fn subscribe(&self, filter: &str, tag: u64, options: SubscriptionOptions) -> Result<bool, SubscribeError> {
+        let read_check = self.read_check(filter)?;
         let subscription =
-            Subscription { owner: self.id, tag, options, target: Target::Outbox(self.receiver.outbox()) };
-        self.router.subscribe(filter, subscription)
+            Subscription { owner: self.id, tag, options, target: Target::Outbox(self.receiver.outbox()), read_check };
+        Ok(self.router.subscribe(filter, subscription)?)
+    }
+
+    /// Binds `queue` to `filter` for this session (AMQP `queue.bind` to `amq.topic`): it needs
+    /// `write` on the queue and the right to read the filter, and the binding delivers only
+    /// what this session may read.
+    pub fn bind_queue(&self, queue: &Arc<Queue>, filter: &str, tag: u64) -> Result<bool, SubscribeError> {
+        let read_check = self.read_check(filter)?;
+        if !self.may_use(Resource::Queue(queue.name()), Right::Write) {
+            return Err(SubscribeError::NotAuthorized(queue.name().to_owned()));
+        }
+        let subscription = Subscription {
+            owner: queue.id(),
+            tag,
+            options: SubscriptionOptions::default(),
+            target: Target::Queue(queue.clone()),
+            read_check,
+        };
+        Ok(self.router.subscribe(filter, subscription)?)
+    }
+
+    /// Retained messages matching `filter` that this session may read.
+    pub fn retained(&self, filter: &str) -> Vec<Arc<Message>> {
+        let mut retained = self.router.retained(filter);
+        if let Some(access) = &self.rights {
+            retained.retain(|m| access.may_read(&m.topic));
+        }
+        retained
     }
 
     /// Removes one of this session's subscriptions.
@@ -530,6 +626,10 @@ impl Session {
 
     /// Becomes a consumer of `queue`; deliveries carry `tag` and a [`crate::QueueAck`].
     pub fn consume(&mut self, queue: &Arc<Queue>, credit: usize, max_qos: QoS, tag: u64) -> Result<(), QueueError> {
+        // A queue exclusive to this session needs no rule: nobody else can reach it.
+        if queue.options().exclusive_owner != Some(self.id) {
+            self.check_queue(queue.name(), Right::Read)?;
+        }
         if queue.options().exclusive_owner.is_some_and(|owner| owner != self.id) {
             return Err(QueueError::Locked(queue.name().to_owned()));
         }
@@ -566,12 +666,20 @@ impl Session {
         max_qos: QoS,
         tag: u64,
     ) -> Result<(), SharedError> {
-        topic::validate_filter(filter)?;
+        let read_check = self.read_check(filter)?;
         let name = format!("$share/{group}/{filter}");
+        self.check_queue(&name, Right::Read)?;
         let options = QueueOptions { auto_delete: true, ..QueueOptions::default() };
         let (queue, created) = self.router.declare_queue(&name, options)?;
         if created {
-            self.router.bind_queue(&queue, filter, 0)?;
+            let subscription = Subscription {
+                owner: queue.id(),
+                tag: 0,
+                options: SubscriptionOptions::default(),
+                target: Target::Queue(queue.clone()),
+                read_check,
+            };
+            self.router.subscribe(filter, subscription).map_err(SubscribeError::from)?;
         }
         self.consume(&queue, credit, max_qos, tag)?;
         Ok(())
@@ -581,6 +689,12 @@ impl Session {
     /// delivery is still queued and the session becomes congested: its connection should stop
     /// reading until [`Session::relieve_congestion`] returns.
     pub fn publish(&self, message: Arc<Message>) -> PublishOutcome {
+        if let Some(access) = &self.rights
+            && !access.may_publish(&message.topic)
+        {
+            self.denied(Denial::Publish);
+            return PublishOutcome { not_authorized: true, ..PublishOutcome::default() };
+        }
         let mut congested = Vec::new();
         let outcome = self.router.route(message, &mut congested);
         if !congested.is_empty() {
@@ -632,9 +746,9 @@ impl Session {
 /// Why joining a shared subscription failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SharedError {
-    /// The filter is invalid.
+    /// The filter is invalid, or the client may not read it.
     #[error(transparent)]
-    Topic(#[from] TopicError),
+    Subscribe(#[from] SubscribeError),
     /// The group's queue could not be used.
     #[error(transparent)]
     Queue(#[from] QueueError),

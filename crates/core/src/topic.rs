@@ -145,6 +145,32 @@ pub fn matches(filter: &str, topic: &str) -> bool {
     }
 }
 
+/// Does `outer` match every topic that `inner` matches? Both are valid filters. An access rule
+/// grants a subscription only when it covers the whole filter: `sensors/#` covers
+/// `sensors/+/temp`, but `sensors/+` does not cover `sensors/#`. Iterative, like every walk over
+/// levels here.
+pub fn covers(outer: &str, inner: &str) -> bool {
+    // A `$` topic is matched by `inner` only through a literal first level, which `outer` must
+    // then match literally too.
+    let inner_dollar = inner.starts_with('$');
+    if inner_dollar && (outer.starts_with('+') || outer.starts_with('#')) {
+        return false;
+    }
+    let mut outer_levels = outer.split('/');
+    let mut inner_levels = inner.split('/');
+    loop {
+        match (outer_levels.next(), inner_levels.next()) {
+            // `a/#` also matches `a` itself, so it covers an `inner` that ends one level early.
+            (Some("#"), _) => return true,
+            (Some(_), Some("#")) | (None, Some(_)) => return false,
+            (Some("+"), Some(_)) => {}
+            (Some(o), Some(i)) if o == i && i != "+" => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +210,36 @@ mod tests {
         assert!(!matches("+/monitor/Clients", "$SYS/monitor/Clients"));
         assert!(matches("$SYS/#", "$SYS/monitor/Clients"));
         assert!(matches("$SYS/monitor/+", "$SYS/monitor/Clients"));
+    }
+
+    #[test]
+    fn a_filter_covers_another_only_when_it_matches_all_its_topics() {
+        for (outer, inner) in [
+            ("#", "a/b"),
+            ("#", "+/#"),
+            ("a/#", "a"),
+            ("a/#", "a/+/c"),
+            ("a/#", "a/#"),
+            ("a/+", "a/b"),
+            ("a/+", "a/+"),
+            ("+/+", "a/+"),
+            ("a/b", "a/b"),
+            ("$SYS/#", "$SYS/x"),
+        ] {
+            assert!(covers(outer, inner), "{outer} should cover {inner}");
+        }
+        for (outer, inner) in [
+            ("a/+", "a/#"),
+            ("a/+", "a"),
+            ("a/b", "a/+"),
+            ("a", "a/#"),
+            ("a", "a/b"),
+            ("a/b", "a"),
+            ("+/#", "$SYS/x"),
+            ("#", "$SYS/#"),
+            ("a/b/#", "a/#"),
+        ] {
+            assert!(!covers(outer, inner), "{outer} should not cover {inner}");
+        }
     }
 }

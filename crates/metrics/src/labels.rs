@@ -124,6 +124,9 @@ label_enum! {
         SessionTakenOver => "session_taken_over",
         /// Login refused.
         AuthFailed => "auth_failed",
+        /// The access-control list refused an operation, in a protocol whose refusal ends the
+        /// connection (STOMP ERROR).
+        NotAuthorized => "not_authorized",
         /// A read or write on the socket failed.
         IoError => "io_error",
         /// The broker is shutting down.
@@ -134,6 +137,23 @@ label_enum! {
         /// The broker's memory budget was full and the client's at-least-once publish could not
         /// be refused any other way (MQTT 3.1.1 has no negative PUBACK).
         MemoryFull => "memory_full",
+    }
+}
+
+label_enum! {
+    /// What a client was refused by the access-control list (`[auth] acl_file`).
+    Denial {
+        /// Publishing to a topic without `write` on it.
+        Publish => "publish",
+        /// Subscribing to a filter not inside the client's `read` rules.
+        Subscribe => "subscribe",
+        /// A message on a subscribed filter withheld because its topic is denied (a `deny`
+        /// rule inside a wider `read` rule); counted per message.
+        Read => "read",
+        /// Declaring, consuming from, sending to, purging or deleting a named queue.
+        Queue => "queue",
+        /// Declaring, publishing to, binding or deleting an AMQP exchange.
+        Exchange => "exchange",
     }
 }
 

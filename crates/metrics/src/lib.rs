@@ -13,6 +13,6 @@ mod registry;
 mod render;
 
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
-pub use labels::{CloseReason, DropReason, Hop, MemoryKind, Protocol};
+pub use labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
 pub use registry::{ConnectionGauge, MemoryGauges, Metrics, ProtocolCounters};
 pub use render::{LatencyReport, LatencyRow};

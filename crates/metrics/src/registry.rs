@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::histogram::LatencyHistogram;
-use crate::labels::{CloseReason, DropReason, Hop, MemoryKind, Protocol};
+use crate::labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
 
 const P: usize = Protocol::COUNT;
 
@@ -24,6 +24,7 @@ pub struct ProtocolCounters {
     pub connections_refused: AtomicU64,
     closed: [AtomicU64; CloseReason::COUNT],
     dropped: [AtomicU64; DropReason::COUNT],
+    denied: [AtomicU64; Denial::COUNT],
 }
 
 impl ProtocolCounters {
@@ -35,6 +36,16 @@ impl ProtocolCounters {
     /// Counts `n` messages not delivered for `reason`.
     pub fn dropped(&self, reason: DropReason, n: u64) {
         self.dropped[reason.index()].fetch_add(n, Relaxed);
+    }
+
+    /// Counts one operation the access-control list refused.
+    pub fn denied(&self, what: Denial) {
+        self.denied[what.index()].fetch_add(1, Relaxed);
+    }
+
+    /// Operations refused for `what` so far.
+    pub fn denied_count(&self, what: Denial) -> u64 {
+        self.denied[what.index()].load(Relaxed)
     }
 
     /// Connections closed for `reason` so far.

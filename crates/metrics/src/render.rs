@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use serde::Serialize;
 
 use crate::histogram::HistogramSnapshot;
-use crate::labels::{CloseReason, DropReason, Hop, MemoryKind, Protocol};
+use crate::labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
 use crate::registry::Metrics;
 
 /// Prometheus bucket boundaries are the powers of two from 2^10 ns (1.024 µs) to 2^35 ns
@@ -158,6 +158,14 @@ impl Metrics {
             for &r in CloseReason::ALL {
                 let n = self.protocol(p).closed_count(r);
                 let _ = writeln!(out, "tolk_connections_closed_total{{protocol=\"{p}\",reason=\"{r}\"}} {n}");
+            }
+        }
+        out.push_str("# HELP tolk_acl_denied_total Operations the access-control list refused, by what was asked.\n");
+        out.push_str("# TYPE tolk_acl_denied_total counter\n");
+        for &p in Protocol::ALL {
+            for &d in Denial::ALL {
+                let n = self.protocol(p).denied_count(d);
+                let _ = writeln!(out, "tolk_acl_denied_total{{protocol=\"{p}\",operation=\"{d}\"}} {n}");
             }
         }
     }

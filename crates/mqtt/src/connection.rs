@@ -399,9 +399,19 @@ async fn handshake(
         password: connect.password.as_deref(),
         client_id: Some(&plan.client_id),
         peer,
+        proven: false,
     };
     if let Err(why) = shared.auth.authenticate(&credentials) {
         refuse_connack(io, &mut codec, ConnectAckReason::BadUserNameOrPassword).await;
+        return Err(Refused(CloseReason::AuthFailed, why));
+    }
+    // What it may do; a will it could not publish is refused now, not lost at disconnect.
+    let rights = shared.auth.access(connect.username.as_deref(), Some(&plan.client_id));
+    if let (Some(access), Some(will)) = (&rights, &plan.will)
+        && !access.may_publish(&will.last_will.topic)
+    {
+        refuse_connack(io, &mut codec, ConnectAckReason::NotAuthorized).await;
+        let why = format!("not authorized to publish the will to '{}'", will.last_will.topic);
         return Err(Refused(CloseReason::AuthFailed, why));
     }
     // 4. The client id: a stored session, or a takeover of a live one.
@@ -430,6 +440,7 @@ async fn handshake(
             // Back before the will delay ran out: the will is not sent (§3.1.3.2.2).
             let mut state = parked.state;
             state.expiry = plan.expiry;
+            state.core.restrict(rights);
             if let Err(e) = state.attach(credit) {
                 tracing::warn!(error = %e, "could not rejoin a shared subscription");
             }
@@ -442,7 +453,8 @@ async fn handshake(
                     will.publish(&parked.state.core, &parked.state.client_id, now);
                 }
             }
-            let core = router.open_session(io.stream.kind().label(Protocol::Mqtt));
+            let mut core = router.open_session(io.stream.kind().label(Protocol::Mqtt));
+            core.restrict(rights);
             (Box::new(SessionState::new(core, plan.client_id.clone(), plan.expiry)), false)
         }
     };

@@ -16,8 +16,12 @@ use rmqtt_codec::v5::{
     self, DisconnectReasonCode as Dis, PublishAck2Reason, PublishAckReason, RetainHandling, SubscribeAckReason,
     UnsubscribeAckReason,
 };
+use tolk_core::access::SubscribeError;
 use tolk_core::drive::Egress;
-use tolk_core::{CloseReason, Delivery, DropReason, Metrics, Origin, PublishOutcome, QoS, SubscriptionOptions, topic};
+use tolk_core::{
+    CloseReason, Delivery, DropReason, Metrics, Origin, PublishOutcome, QoS, QueueError, SharedError,
+    SubscriptionOptions, topic,
+};
 
 use crate::alias::{InboundAliases, OutboundAliases, OutboundTopic};
 use crate::config::MqttConfig;
@@ -350,6 +354,18 @@ impl MqttSession {
         self.metrics.protocol(self.state.core.protocol()).messages_in.fetch_add(1, Ordering::Relaxed);
         let outcome = self.state.core.publish(Arc::new(message));
         let reason = match outcome {
+            // Refused by the access list: MQTT 5 says so (0x87); 3.1.1 cannot, so the message is
+            // acknowledged and dropped, as Mosquitto does. Counted either way.
+            PublishOutcome { not_authorized: true, .. } => {
+                tracing::info!(client_id = %self.state.client_id, "publish not authorized");
+                if let Some(id) = packet_id {
+                    self.state.incoming.release(id);
+                }
+                let reason =
+                    if version == Version::V5 { PublishAckReason::NotAuthorized } else { PublishAckReason::Success };
+                self.ack_publish(publish.qos, packet_id, reason);
+                return Ok(());
+            }
             // MQTT 5 can refuse one message and carry on (§3.4.2.1, 0x97 Quota exceeded).
             _ if outcome.refused > 0 && version == Version::V5 => PublishAckReason::QuotaExceeded,
             // MQTT 3.1.1 cannot: without a PUBACK, the client keeps the message and sends it
@@ -431,8 +447,13 @@ impl MqttSession {
                     retain_as_published: options.retain_as_published,
                     subscription_id: id,
                 };
-                let Ok(replaced) = self.state.core.subscribe(plain, 0, core_options) else {
-                    return Ok(SubscribeAckReason::TopicFilterInvalid);
+                let replaced = match self.state.core.subscribe(plain, 0, core_options) {
+                    Ok(replaced) => replaced,
+                    Err(SubscribeError::NotAuthorized(_)) => {
+                        tracing::info!(filter, client_id = %self.state.client_id, "subscription not authorized");
+                        return Ok(SubscribeAckReason::NotAuthorized);
+                    }
+                    Err(SubscribeError::Topic(_)) => return Ok(SubscribeAckReason::TopicFilterInvalid),
                 };
                 self.state.subs.insert(filter, SubEntry { options, id, shared_tag: None });
                 let send_retained = match options.retain_handling {
@@ -441,7 +462,7 @@ impl MqttSession {
                     RetainHandling::NoAtSubscribe => false,
                 };
                 if send_retained {
-                    for message in self.state.core.router().retained(plain) {
+                    for message in self.state.core.retained(plain) {
                         if options.no_local && message.origin.session == self.state.core.id() {
                             continue;
                         }
@@ -465,7 +486,11 @@ impl MqttSession {
                 if let Err(e) = self.state.core.join_shared(group, inner, self.window, max_qos, tag) {
                     tracing::info!(filter, error = %e, "shared subscription refused");
                     self.state.subs.remove(filter);
-                    return Ok(SubscribeAckReason::UnspecifiedError);
+                    return Ok(match e {
+                        SharedError::Subscribe(SubscribeError::NotAuthorized(_))
+                        | SharedError::Queue(QueueError::NotAuthorized(_)) => SubscribeAckReason::NotAuthorized,
+                        _ => SubscribeAckReason::UnspecifiedError,
+                    });
                 }
                 self.state.subs.insert(filter, SubEntry { options, id, shared_tag: Some(tag) });
             }

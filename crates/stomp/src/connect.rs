@@ -11,6 +11,7 @@ use tolk_core::CloseReason;
 use crate::config::StompConfig;
 use crate::error::StompError;
 use tolk_core::Protocol;
+use tolk_core::access::Rights;
 use tolk_core::auth::{Authenticator, Credentials};
 
 /// The `server` header of CONNECTED.
@@ -27,6 +28,8 @@ pub(crate) struct Agreed {
     pub connected: Frame,
     /// The publisher id carried in messages' origin: `client-id` header, else `login`.
     pub client_id: String,
+    /// What the client may do (`None`: no access-control list).
+    pub rights: Rights,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -60,6 +63,7 @@ pub(crate) fn handshake(
         // STOMP has no client id of its own: the `client-id` header (ActiveMQ's) or the login.
         client_id: frame.header("client-id").or(frame.header("login")),
         peer,
+        proven: false,
     };
     auth.authenticate(&credentials).map_err(|why| StompError::new(CloseReason::AuthFailed, why))?;
 
@@ -73,7 +77,8 @@ pub(crate) fn handshake(
 
     let connected = Frame::connected(version, ours, SERVER).with_header("session", session_id.to_string());
     let client_id = credentials.client_id.unwrap_or_default().to_owned();
-    Ok(Agreed { version, schedule, connected, client_id })
+    let rights = auth.access(credentials.username, credentials.client_id);
+    Ok(Agreed { version, schedule, connected, client_id, rights })
 }
 
 #[cfg(test)]

@@ -35,6 +35,11 @@ impl StompError {
         Self::new(CloseReason::LimitExceeded, message)
     }
 
+    /// The access-control list refused what the client asked for.
+    pub fn not_authorized(message: impl Into<String>) -> Self {
+        Self::new(CloseReason::NotAuthorized, message)
+    }
+
     /// An error with an explicit close reason.
     pub fn new(reason: CloseReason, message: impl Into<String>) -> Self {
         StompError { reason, message: message.into(), detail: String::new(), headers: Vec::new() }

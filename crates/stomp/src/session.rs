@@ -28,6 +28,7 @@ use crate::heartbeat::Liveness;
 use crate::subscription::{self, AckMode, Source, Subscription, Subscriptions};
 use crate::transaction::{TransactionLimits, Transactions};
 use crate::translate::{self, Envelope, SendTarget};
+use tolk_core::access::{Right, SubscribeError};
 use tolk_core::auth::Authenticator;
 
 /// The two clocks a frame is handled at: monotonic for deadlines and latency, wall-clock for
@@ -293,6 +294,7 @@ impl StompSession {
         );
         self.encoder.set_version(agreed.version);
         self.client_id = Arc::from(agreed.client_id.as_str());
+        self.core.restrict(agreed.rights);
         self.write(&agreed.connected);
         self.phase = Phase::Connected {
             version: agreed.version,
@@ -401,7 +403,11 @@ impl StompSession {
         let message = Arc::new(message);
         if !to_queue {
             counters.messages_in.fetch_add(1, Relaxed);
+            let topic = message.topic.clone();
             let outcome = self.core.publish(message);
+            if outcome.not_authorized {
+                return Err(StompError::not_authorized(format!("not authorized to send to /topic/{topic}")));
+            }
             if outcome.refused > 0 && at_least_once {
                 // STOMP has no negative receipt: an ERROR instead of the RECEIPT tells the
                 // publisher that this message was not kept for everyone.
@@ -413,6 +419,7 @@ impl StompSession {
             }
             return Ok(());
         }
+        self.authorize_queue(&message.topic, Right::Write)?;
         // A queue deleted (by another protocol) between lookup and push is declared afresh once.
         for _ in 0..2 {
             let queue = self.queue(&message.topic)?;
@@ -433,6 +440,15 @@ impl StompSession {
             }
         }
         Err(StompError::protocol(format!("queue '{}' was deleted while sending", message.topic)))
+    }
+
+    /// The access list's verdict on `right` to `/queue/<name>`. STOMP creates queues on first
+    /// use, so the right to send or to subscribe is enough to create one.
+    fn authorize_queue(&self, name: &str, right: Right) -> Result<(), StompError> {
+        let verb = if right == Right::Write { "send to" } else { "subscribe to" };
+        self.core
+            .check_queue(name, right)
+            .map_err(|_| StompError::not_authorized(format!("not authorized to {verb} /queue/{name}")))
     }
 
     /// The core queue behind `/queue/<name>`, declared with default options on first use. An
@@ -482,12 +498,16 @@ impl StompSession {
                 // full, the core closes them as slow consumers instead.
                 let max_qos = if ack.is_explicit() { QoS::AtLeastOnce } else { QoS::AtMostOnce };
                 let options = SubscriptionOptions { max_qos, ..SubscriptionOptions::default() };
-                self.core
-                    .subscribe(filter, tag, options)
-                    .map_err(|e| StompError::protocol(format!("invalid topic filter '{filter}': {e}")))?;
+                self.core.subscribe(filter, tag, options).map_err(|e| match e {
+                    SubscribeError::NotAuthorized(_) => {
+                        StompError::not_authorized(format!("not authorized to subscribe to {destination}"))
+                    }
+                    SubscribeError::Topic(e) => StompError::protocol(format!("invalid topic filter '{filter}': {e}")),
+                })?;
                 Source::Topic(filter.to_owned())
             }
             Destination::Queue(name) => {
+                self.authorize_queue(name, Right::Read)?;
                 let queue = self.queue(name)?;
                 // Auto-ack consumers get the core's default credit (settled as soon as written).
                 let credit = if ack.is_explicit() { self.prefetch(frame)? } else { 0 };

@@ -55,6 +55,7 @@ impl CoreLink {
                 tag: self.tag,
                 options: SubscriptionOptions { max_qos: QoS::AtMostOnce, ..SubscriptionOptions::default() },
                 target: Target::Outbox(self.target.clone()),
+                read_check: None,
             };
             if let Err(e) = self.router.subscribe(&f.filter, subscription) {
                 // Filters were validated at Subscribe; this would be a bug, not bad input.
