@@ -111,7 +111,7 @@ def test_a_file_from_tolk_passwd_works_in_mosquitto(tmp_path):
     mosquitto = subprocess.Popen([mosquitto_bin, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         for line in mosquitto.stdout:
-            if f"listen socket on port {port}" in line:
+            if line.rstrip().endswith(" running"):  # listening on every listener
                 break
         base = ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-t", "t", "-m", "m"]
         ok = subprocess.run(base + ["-u", "dora", "-P", "dora's pw"], capture_output=True, text=True, timeout=TIMEOUT)

@@ -210,11 +210,8 @@ impl Config {
         }
         if let Some(auth) = &self.auth {
             if !auth.anonymous_allowed() {
-                // MQTT-SN 1.2 carries no credentials and WS-N has no login yet: open, they would
-                // let in what the other protocols keep out.
-                for (section, enabled) in
-                    [("mqttsn", self.mqttsn.enabled), ("wsn", self.wsn.enabled && self.http.enabled)]
-                {
+                // WS-N has no login yet: open, it would let in what the other protocols keep out.
+                for (section, enabled) in [("wsn", self.wsn.enabled && self.http.enabled)] {
                     if enabled {
                         bail!(
                             "[auth]: {section} cannot check users yet; with allow_anonymous = false, set [{section}] enabled = false"

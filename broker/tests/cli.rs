@@ -113,7 +113,7 @@ fn a_tls_listener_needs_loadable_certificates() {
 }
 
 #[test]
-fn a_password_file_keeping_anonymous_clients_out_needs_mqttsn_and_wsn_off() {
+fn check_config_reads_the_password_file_and_the_acl() {
     let dir = tempfile::tempdir().unwrap();
     let passwd = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/auth/tests/fixtures/passwd");
     let check = |text: String| {
@@ -121,14 +121,17 @@ fn a_password_file_keeping_anonymous_clients_out_needs_mqttsn_and_wsn_off() {
         let out = tolk().arg("--config").arg(&path).arg("--check-config").output().unwrap();
         (out.status.code(), String::from_utf8(out.stderr).unwrap())
     };
-    let (code, err) = check(format!("[auth]\npassword_file = {passwd:?}\n"));
-    assert_eq!(code, Some(2));
-    assert!(err.contains("mqttsn") && err.contains("enabled = false"), "{err}");
-    let off = "[mqttsn]\nenabled = false\n[wsn]\nenabled = false\n";
-    assert_eq!(check(format!("{off}[auth]\npassword_file = {passwd:?}\n")).0, Some(0));
+    let acl = dir.path().join("acl");
+    std::fs::write(&acl, "user alice\ntopic readwrite sensors/#\n").unwrap();
+    let off = "[wsn]\nenabled = false\n";
+    assert_eq!(check(format!("{off}[auth]\npassword_file = {passwd:?}\nacl_file = {acl:?}\n")).0, Some(0));
     let (code, err) = check(format!("{off}[auth]\npassword_file = \"/nonexistent/passwd\"\n"));
     assert_eq!(code, Some(2));
     assert!(err.contains("password_file") && err.contains("/nonexistent/passwd"), "{err}");
+    std::fs::write(&acl, "user alice\ntopic readwrite sensors/#\ntopic sometimes x\nqueue orders\n").unwrap();
+    let (code, err) = check(format!("{off}[auth]\npassword_file = {passwd:?}\nacl_file = {acl:?}\n"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("acl_file") && err.contains("line 4"), "{err}");
 }
 
 /// GET `path` with an `Authorization` header (empty: none); returns the whole response.

@@ -593,11 +593,12 @@ impl Session {
     }
 
     /// Binds `queue` to `filter` for this session (AMQP `queue.bind` to `amq.topic`): it needs
-    /// `write` on the queue and the right to read the filter, and the binding delivers only
-    /// what this session may read.
+    /// `write` on the queue (unless the queue is exclusive to this session) and the right to
+    /// read the filter, and the binding delivers only what this session may read.
     pub fn bind_queue(&self, queue: &Arc<Queue>, filter: &str, tag: u64) -> Result<bool, SubscribeError> {
         let read_check = self.read_check(filter)?;
-        if !self.may_use(Resource::Queue(queue.name()), Right::Write) {
+        let own = queue.options().exclusive_owner == Some(self.id);
+        if !own && !self.may_use(Resource::Queue(queue.name()), Right::Write) {
             return Err(SubscribeError::NotAuthorized(queue.name().to_owned()));
         }
         let subscription = Subscription {

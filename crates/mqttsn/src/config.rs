@@ -24,6 +24,9 @@ use tolk_core::topic;
 /// [mqttsn.predefined]        # for every client
 /// 1 = "sensors/temperature"
 ///
+/// [mqttsn.clients.sensor-7]               # client id "sensor-7" logs in as user "sensors"
+/// user = "sensors"
+///
 /// [mqttsn.clients.sensor-7.predefined]   # only for client id "sensor-7"; wins over the global table
 /// 2 = "sensors/7/battery"
 /// ```
@@ -140,6 +143,12 @@ pub struct ClientConfig {
     /// Pre-defined topic ids for this client only: id = "topic". An id also in the global table
     /// means this client's topic.
     pub predefined: BTreeMap<u16, String>,
+    /// The `[auth]` user this client id logs in as. MQTT-SN 1.2 carries no credentials, so the
+    /// client id is the only thing to go by: the ACL's rules for this user apply to it, and it
+    /// connects even with `allow_anonymous = false`. Client ids not listed are anonymous.
+    /// Anyone on the network can send a CONNECT with any client id: map ids to users only on a
+    /// network you trust, or behind DTLS/IPsec.
+    pub user: Option<String>,
 }
 
 /// MQTT-SN's customary UDP port (not IANA-registered; Paho's gateway and most clients use it).
@@ -347,7 +356,9 @@ mod tests {
         config.predefined = BTreeMap::from([(3, "a/#".into())]);
         assert_eq!(config.validate().unwrap_err().field, "predefined.3");
         config.predefined.clear();
-        config.clients.insert("c".into(), ClientConfig { predefined: BTreeMap::from([(u16::MAX, "x".into())]) });
+        config
+            .clients
+            .insert("c".into(), ClientConfig { predefined: BTreeMap::from([(u16::MAX, "x".into())]), user: None });
         assert_eq!(config.validate().unwrap_err().field, "clients.c.predefined");
     }
 

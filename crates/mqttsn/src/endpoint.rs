@@ -29,7 +29,9 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tolk_core::{CloseReason, Protocol, Session};
+use tolk_core::access::Rights;
+use tolk_core::auth::Credentials;
+use tolk_core::{CloseReason, Denial, Protocol, Session};
 use tracing::{debug, info, warn};
 
 use crate::addresses::Addresses;
@@ -136,7 +138,8 @@ impl Endpoint {
         tracker: TaskTracker,
     ) -> Self {
         let (wake_tx, wake_rx) = mpsc::channel(WAKE_CHANNEL);
-        let anonymous = gw.router.open_session(Protocol::MqttSn);
+        let mut anonymous = gw.router.open_session(Protocol::MqttSn);
+        anonymous.restrict(gw.auth.access(None, None));
         Endpoint {
             socket,
             gw,
@@ -276,6 +279,21 @@ impl Endpoint {
             debug!(%peer, topic = ?publish.topic, "QoS -1 PUBLISH to an unknown pre-defined id, invalid short name or registered id: dropped");
             return;
         };
+        let anonymous = Credentials {
+            protocol: Protocol::MqttSn,
+            username: None,
+            password: None,
+            client_id: None,
+            peer,
+            proven: false,
+        };
+        if self.gw.auth.authenticate(&anonymous).is_err() {
+            // Anonymous clients are not allowed, and a QoS −1 publisher has no client id to map
+            // to a user: refused like a publish the access list denies.
+            self.gw.router.metrics().protocol(Protocol::MqttSn).denied(Denial::Publish);
+            debug!(%peer, "QoS -1 PUBLISH dropped: anonymous clients are not allowed");
+            return;
+        }
         let message = core_message(
             &topic,
             publish.data,
@@ -303,6 +321,14 @@ impl Endpoint {
             return;
         }
         let client_id: Arc<str> = Arc::from(connect.client_id.as_str());
+        let rights = match self.gw.login(Some(&client_id), peer) {
+            Ok(rights) => rights,
+            Err(why) => {
+                info!(%peer, %client_id, why, "MQTT-SN CONNECT refused");
+                self.send(peer, &SnMessage::ConnAck { return_code: ReturnCode::NotSupported }).await;
+                return;
+            }
+        };
         if self.adds_past_address_limit(peer, &client_id) {
             return self.refuse_full(peer, Full::Address, now).await;
         }
@@ -329,12 +355,12 @@ impl Endpoint {
                 }
                 self.flush(key).await;
                 self.remove(key);
-                match self.create(client_id, now) {
+                match self.create(client_id, rights, now) {
                     Some(key) => key,
                     None => return self.refuse_full(peer, Full::Gateway, now).await,
                 }
             }
-            None => match self.create(client_id, now) {
+            None => match self.create(client_id, rights, now) {
                 Some(key) => key,
                 None => return self.refuse_full(peer, Full::Gateway, now).await,
             },
@@ -380,7 +406,7 @@ impl Endpoint {
     }
 
     /// A new session, making room by forgetting the oldest offline one if needed.
-    fn create(&mut self, client_id: Arc<str>, now: Instant) -> Option<ClientKey> {
+    fn create(&mut self, client_id: Arc<str>, rights: Rights, now: Instant) -> Option<ClientKey> {
         if self.clients.len() >= self.settings.max_clients {
             let oldest = self
                 .clients
@@ -390,7 +416,9 @@ impl Endpoint {
             debug!(client_id = %self.clients[&oldest.1].session.client_id(), "max_clients reached: oldest offline session dropped");
             self.remove(oldest.1);
         }
-        let core = Arc::new(self.gw.router.open_session(Protocol::MqttSn));
+        let mut core = self.gw.router.open_session(Protocol::MqttSn);
+        core.restrict(rights);
+        let core = Arc::new(core);
         let predefined = self.catalog.for_client(&client_id);
         let session = ClientSession::new(client_id.clone(), core, predefined, self.gw.limits, now);
         let key = self.next_key;

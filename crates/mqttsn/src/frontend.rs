@@ -83,7 +83,10 @@ impl FrontEnd for MqttSnFrontEnd {
             let local: SocketAddr = socket.local_addr()?;
             let persister = Persister::spawn(registry_path, registry.version(), &ctx.tracker);
             let limits = Limits::new(&config, ctx.router.config().outbox_capacity);
-            let gateway = Gateway { router: ctx.router.clone(), registry, stats, limits };
+            let users =
+                config.clients.iter().filter_map(|(id, client)| Some((id.clone(), client.user.clone()?))).collect();
+            let gateway =
+                Gateway { router: ctx.router.clone(), registry, stats, limits, auth: ctx.auth.clone(), users };
             let settings = EndpointSettings {
                 gateway_id: config.gateway_id,
                 max_clients: config.max_clients,

@@ -2,11 +2,15 @@
 //! registry, the counters and the limits. Passed as `&mut Gateway` rather than shared behind a
 //! lock, because one endpoint task drives every session (sans-IO, single owner).
 
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use tolk_core::access::Rights;
+use tolk_core::auth::{Authenticator, Credentials};
 use tolk_core::{CloseReason, DropReason, Protocol, Router};
 
 use crate::config::MqttSnConfig;
@@ -69,9 +73,35 @@ pub(crate) struct Gateway {
     pub(crate) stats: Arc<GatewayStats>,
     /// Limits.
     pub(crate) limits: Limits,
+    /// The broker's authenticator, asked at every CONNECT.
+    pub(crate) auth: Arc<dyn Authenticator>,
+    /// Client id → `[auth]` user (`[mqttsn.clients.ID] user`).
+    pub(crate) users: HashMap<String, String>,
 }
 
 impl Gateway {
+    /// Logs a client in by its id alone (MQTT-SN has no credentials): the user configuration
+    /// maps it to, or anonymous. `None` for QoS −1 publishers, which have no client id. Returns
+    /// its rights, or why it is refused (counted as an `auth_failed` close).
+    pub(crate) fn login(&self, client_id: Option<&str>, peer: SocketAddr) -> Result<Rights, String> {
+        let user = client_id.and_then(|id| self.users.get(id)).map(String::as_str);
+        let credentials = Credentials {
+            protocol: Protocol::MqttSn,
+            username: user,
+            password: None,
+            client_id,
+            peer,
+            proven: user.is_some(),
+        };
+        match self.auth.authenticate(&credentials) {
+            Ok(()) => Ok(self.auth.access(user, client_id)),
+            Err(why) => {
+                self.router.metrics().protocol(Protocol::MqttSn).closed(CloseReason::AuthFailed);
+                Err(why)
+            }
+        }
+    }
+
     /// Counts one message accepted from a client.
     pub(crate) fn count_in(&self) {
         self.router.metrics().protocol(Protocol::MqttSn).messages_in.fetch_add(1, Relaxed);

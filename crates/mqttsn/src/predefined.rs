@@ -84,7 +84,10 @@ mod tests {
     fn client_tables_overlay_the_global_one() {
         let config = MqttSnConfig {
             predefined: BTreeMap::from([(1, "g/one".into()), (2, "g/two".into())]),
-            clients: BTreeMap::from([("c".into(), ClientConfig { predefined: BTreeMap::from([(2, "c/two".into())]) })]),
+            clients: BTreeMap::from([(
+                "c".into(),
+                ClientConfig { predefined: BTreeMap::from([(2, "c/two".into())]), user: None },
+            )]),
             ..MqttSnConfig::default()
         };
         let catalog = PredefinedCatalog::new(&config);

@@ -22,6 +22,7 @@ use mqttsn_codec::{
     Connect, Message as SnMessage, PubAck, Publish, PublishTopic, QoS, RegAck, Register, ReturnCode, SubAck, Subscribe,
     SubscribeTopic, Unsubscribe, WillTopic, encoded_len,
 };
+use tolk_core::access::SubscribeError;
 use tolk_core::drive::Egress;
 use tolk_core::{
     CloseReason, Delivery, DropReason, Metrics, Protocol, PublishOutcome, QoS as CoreQoS, Session, SubscriptionOptions,
@@ -579,8 +580,13 @@ impl ClientSession {
                 self.transmit.push_back(puback(ReturnCode::Congestion));
             }
             QoS::Two | QoS::One => {
-                let refused = self.route(&topic, &publish, now, gw).refused > 0;
-                let answer = if refused {
+                let outcome = self.route(&topic, &publish, now, gw);
+                let answer = if outcome.not_authorized {
+                    // The access list refuses this topic: "rejected: not supported", the only
+                    // refusal MQTT-SN 1.2 has that the client will not retry.
+                    info!(client_id = %self.client_id, %topic, "PUBLISH not authorized");
+                    puback(ReturnCode::NotSupported)
+                } else if outcome.refused > 0 {
                     // A full offline session, queue or memory budget (§5.4.13: PUBACK "rejected:
                     // congestion"): the client keeps the message and may send it again.
                     GatewayStats::bump(&gw.stats.refused);
@@ -730,8 +736,10 @@ impl ClientSession {
         }
         let max_qos = core_qos(subscribe.qos);
         let options = SubscriptionOptions { max_qos, ..SubscriptionOptions::default() };
-        if let Err(e) = self.core.subscribe(&key.0, tag, options) {
-            return refuse(ReturnCode::InvalidTopicId, &e.to_string());
+        match self.core.subscribe(&key.0, tag, options) {
+            Ok(_) => {}
+            Err(e @ SubscribeError::NotAuthorized(_)) => return refuse(ReturnCode::NotSupported, &e.to_string()),
+            Err(e) => return refuse(ReturnCode::InvalidTopicId, &e.to_string()),
         }
         if topic_id != 0 && matches!(form, SubscriptionForm::Name) {
             self.learn(topic_id);
@@ -743,7 +751,7 @@ impl ClientSession {
             return_code: ReturnCode::Accepted,
         }));
         // Retained messages follow the SUBACK, marked retained, as in MQTT.
-        let retained = gw.router.retained(&key.0);
+        let retained = self.core.retained(&key.0);
         let limit = self.limits.max_retained_per_subscribe;
         if retained.len() > limit {
             gw.count_drops(DropReason::QueueFull, (retained.len() - limit) as u64);
@@ -1017,7 +1025,14 @@ mod tests {
             first_message_timeout: Duration::from_secs(60),
             max_keep_alive: Duration::from_secs(3600),
         };
-        Gateway { router, registry: TopicRegistry::new(100), stats: Arc::default(), limits }
+        Gateway {
+            router,
+            registry: TopicRegistry::new(100),
+            stats: Arc::default(),
+            limits,
+            auth: Arc::new(tolk_core::auth::AllowAll),
+            users: Default::default(),
+        }
     }
 
     fn session(gw: &Gateway, now: Instant) -> ClientSession {

@@ -17,7 +17,7 @@ fn predefined_config() -> MqttSnConfig {
         predefined: BTreeMap::from([(100, "pre/global".into())]),
         clients: BTreeMap::from([(
             "special".into(),
-            ClientConfig { predefined: BTreeMap::from([(200, "pre/special".into())]) },
+            ClientConfig { predefined: BTreeMap::from([(200, "pre/special".into())]), user: None },
         )]),
         ..support::config()
     }
