@@ -321,3 +321,60 @@ def test_mosquitto_reads_the_same_files_and_withholds_the_same_messages(tmp_path
     finally:
         mosquitto.terminate()
         mosquitto.wait(TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def cert_broker(tmp_path_factory):
+    """A broker whose TLS listeners require a client certificate and take the user name from
+    its Common Name (`[tls] use_identity_as_username`, as Mosquitto's option)."""
+    import trustme
+
+    workdir = tmp_path_factory.mktemp("tolk-acl-certs")
+    clients = trustme.CA()
+    clients.cert_pem.write_to_path(str(workdir / "clients-ca.pem"))
+    for user in ("alice", "bob"):
+        leaf = clients.issue_cert(f"{user}.example", common_name=user)
+        leaf.cert_chain_pems[0].write_to_path(str(workdir / f"{user}.pem"))
+        leaf.private_key_pem.write_to_path(str(workdir / f"{user}-key.pem"))
+    # Lines before the first table header continue conftest's [tls] table.
+    b = Broker(
+        workdir,
+        disabled=("wsn", "mqttsn"),
+        extra=f'ca_file = "{workdir / "clients-ca.pem"}"\nrequire_client_cert = true\nuse_identity_as_username = true\n'
+        f'[auth]\npassword_file = "{PASSWD}"\nacl_file = "{ACL}"\n',
+    )
+    b.start()
+    yield b
+    b.stop()
+    assert b.process.returncode == 0, b.log.read_text()
+
+
+def test_a_client_certificate_names_the_user_whatever_it_sends(cert_broker):
+    workdir = cert_broker.workdir
+    subscriber = mqtt_client(cert_broker, "alice", "cert-reader")  # plain port, password login
+    try:
+        assert subscriber.subscribe("sensors/#") == [1]
+        tls = ["--cafile", str(cert_broker.ca_file), "-h", "localhost", "-p", str(cert_broker.port("mqtt-tls"))]
+        # alice's certificate: alice, though the user name and password sent are nonsense.
+        as_alice = ["--cert", str(workdir / "alice.pem"), "--key", str(workdir / "alice-key.pem"), "-u", "mallory", "-P", "x"]
+        sent = subprocess.run(
+            ["mosquitto_pub", *tls, *as_alice, "-q", "1", "-t", "sensors/cert", "-m", "from alice's certificate"],
+            capture_output=True, text=True, timeout=TIMEOUT,
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert subscriber.next() == ("sensors/cert", b"from alice's certificate")
+        # bob's certificate: bob's rules.
+        as_bob = ["--cert", str(workdir / "bob.pem"), "--key", str(workdir / "bob-key.pem")]
+        denied = subprocess.run(
+            ["mosquitto_sub", *tls, *as_bob, "-V", "5", "-t", "cmd/alice", "-C", "1", "-W", "5"],
+            capture_output=True, text=True, timeout=TIMEOUT,
+        )
+        assert denied.stderr == "All subscription requests were denied.\n", denied.stderr
+        # No certificate: no handshake.
+        refused = subprocess.run(
+            ["mosquitto_pub", *tls, "-u", "alice", "-P", PASSWORDS["alice"], "-t", "sensors/x", "-m", "m"],
+            capture_output=True, text=True, timeout=TIMEOUT,
+        )
+        assert refused.returncode != 0
+    finally:
+        subscriber.close()

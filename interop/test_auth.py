@@ -21,8 +21,7 @@ TIMEOUT = 10
 
 @pytest.fixture(scope="module")
 def auth_broker(tmp_path_factory):
-    # MQTT-SN and WS-N cannot check users yet, so the broker refuses to run them beside a
-    # password file that keeps anonymous clients out.
+    # MQTT-SN logins (by client id) are in test_acl.py, WS-N's in test_wsn_auth.py.
     b = Broker(
         tmp_path_factory.mktemp("tolk-auth"),
         disabled=("mqttsn", "wsn"),

@@ -11,7 +11,9 @@
 # Usage: benches/scripts/instructions.sh BIN [BIN...]
 #   e.g. benches/scripts/instructions.sh /tmp/old/tolk target/release/tolk
 # Environment: PROTOCOL (mqtt, the default, stomp or amqp), SMALL (default 1000), LARGE
-#   (default 4000); tolk-bench is built in release if missing. Needs valgrind (Debian package).
+#   (default 4000), EXTRA (TOML appended to each config, e.g. an [auth] section with an
+#   acl_file, to count what access checks cost); tolk-bench is built in release if missing.
+#   Needs valgrind (Debian package).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -41,6 +43,7 @@ instructions() {
                 printf '[%s]\nenabled = false\n' "$p"
             fi
         done
+        printf '%s\n' "${EXTRA:-}"
     } >"$dir/tolk.toml"
     valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" "$bin" --config "$dir/tolk.toml" \
         >"$dir/log" 2>&1 &

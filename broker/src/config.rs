@@ -209,16 +209,6 @@ impl Config {
             bail!("http.require_auth: needs users, an [auth] section with password_file");
         }
         if let Some(auth) = &self.auth {
-            if !auth.anonymous_allowed() {
-                // WS-N has no login yet: open, it would let in what the other protocols keep out.
-                for (section, enabled) in [("wsn", self.wsn.enabled && self.http.enabled)] {
-                    if enabled {
-                        bail!(
-                            "[auth]: {section} cannot check users yet; with allow_anonymous = false, set [{section}] enabled = false"
-                        );
-                    }
-                }
-            }
             // The file is read now, so that --check-config finds a missing or bad one.
             drop(tolk_auth::Users::load(auth.clone()).map_err(anyhow::Error::msg)?);
         }

@@ -11,13 +11,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use base64::Engine;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tolk_core::auth::{Authenticator, Credentials};
+use tolk_core::auth::{Authenticator, BasicCredentials, Credentials};
 use tolk_core::listener::{Admission, ConnectionLimits, bind_tcp};
 use tolk_metrics::{Metrics, Protocol};
 use tolk_tls::Tls;
@@ -45,16 +44,13 @@ async fn basic_auth(users: Arc<dyn Authenticator>, request: Request, next: Next)
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Basic "))
-        .and_then(|encoded| base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok())
-        .and_then(|decoded| String::from_utf8(decoded).ok());
+        .and_then(BasicCredentials::from_header);
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
     if let (Some(presented), Some(peer)) = (presented, peer) {
-        let (user, password) = presented.split_once(':').unwrap_or((&presented, ""));
         let credentials = Credentials {
             protocol: Protocol::Internal,
-            username: Some(user),
-            password: Some(password.as_bytes()),
+            username: Some(&presented.username),
+            password: Some(presented.password.as_bytes()),
             client_id: None,
             peer,
             proven: false,
@@ -148,7 +144,7 @@ impl Server {
                 match tls {
                     None => server.serve_connection(stream, peer).await,
                     Some(tls) => match tls.accept(stream).await {
-                        Ok(stream) => server.serve_connection(stream, peer).await,
+                        Ok((stream, _)) => server.serve_connection(stream, peer).await,
                         Err(e) => tracing::info!(%peer, error = %e, "HTTPS: TLS handshake failed"),
                     },
                 }

@@ -10,17 +10,21 @@
 //! `wsrf-bf:Timestamp`, then `wsrf-bf:Description` (the reason), then the fault's own
 //! elements (`UnknownFilter`, `MinimumTime`, …) as b-2.xsd and br-2.xsd define them.
 //!
+//! WS-Security faults (WSS 1.0 §12) carry no detail: their code is the `wsse:` QName itself,
+//! as the SOAP 1.1 `faultcode` and as the SOAP 1.2 `Subcode` under `Sender`.
+//!
 //! The fault's WS-Addressing Action is the WSDL default for that fault of that operation when
 //! both are known, otherwise the WS-Addressing generic SOAP fault action.
 
 use bytes::Bytes;
 
 use crate::error::ParseError;
-use crate::ns::{QName, SOAP11_ENV, SOAP12_ENV, WSN_BR, WSNT, WSRF_BF, WSRF_R};
+use crate::ns::{QName, SOAP11_ENV, SOAP12_ENV, WSN_BR, WSNT, WSRF_BF, WSRF_R, WSSE};
 use crate::out::Out;
 use crate::request::ReplyContext;
 use crate::request::RequestError;
 use crate::response::reply_headers;
+use crate::security::SecurityFault;
 use crate::soap::SoapVersion;
 use crate::time::format_date_time;
 use crate::topic::TopicError;
@@ -108,6 +112,9 @@ pub enum FaultKind {
     PublisherRegistrationFailed,
     /// `wsn-br:ResourceNotDestroyedFault`.
     ResourceNotDestroyed,
+    /// A WS-Security fault (WSS 1.0 §12): a login refused, or a security header tolk cannot
+    /// process.
+    Security(SecurityFault),
 }
 
 impl FaultKind {
@@ -116,7 +123,7 @@ impl FaultKind {
     pub fn detail_element(&self) -> Option<(&'static str, &'static str)> {
         use FaultKind::*;
         Some(match self {
-            VersionMismatch | MustUnderstand { .. } | Sender | Receiver => return None,
+            VersionMismatch | MustUnderstand { .. } | Sender | Receiver | Security(_) => return None,
             ResourceUnknown => (WSRF_R, "ResourceUnknownFault"),
             SubscribeCreationFailed => (WSNT, "SubscribeCreationFailedFault"),
             InvalidFilter { .. } => (WSNT, "InvalidFilterFault"),
@@ -142,6 +149,14 @@ impl FaultKind {
             PublisherRegistrationFailed => (WSN_BR, "PublisherRegistrationFailedFault"),
             ResourceNotDestroyed => (WSN_BR, "ResourceNotDestroyedFault"),
         })
+    }
+
+    /// The SOAP 1.2 `Subcode`: the WS-N fault's detail element, or the WS-Security code.
+    fn subcode(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            FaultKind::Security(code) => Some((WSSE, code.local_name())),
+            other => other.detail_element(),
+        }
     }
 
     /// Whether the client is at fault (SOAP 1.1 `Client`, SOAP 1.2 `Sender`). Faults about
@@ -303,14 +318,17 @@ fn qname_text<'a>(q: &'a QName, prefix: &str) -> (String, Option<&'a str>) {
 }
 
 fn soap11_fault(out: &mut Out, fault: &Fault) {
-    let code = match fault.kind {
-        FaultKind::VersionMismatch => "soap:VersionMismatch",
-        FaultKind::MustUnderstand { .. } => "soap:MustUnderstand",
-        ref k if k.is_sender() => "soap:Client",
-        _ => "soap:Server",
-    };
     out.start("soap:Fault", &[]);
-    out.leaf("faultcode", &[], code);
+    match fault.kind {
+        // WSS 1.0 §12: the WS-Security code is the faultcode itself.
+        FaultKind::Security(code) => {
+            out.leaf("faultcode", &[("xmlns:wsse", WSSE)], &format!("wsse:{}", code.local_name()));
+        }
+        FaultKind::VersionMismatch => out.leaf("faultcode", &[], "soap:VersionMismatch"),
+        FaultKind::MustUnderstand { .. } => out.leaf("faultcode", &[], "soap:MustUnderstand"),
+        ref k if k.is_sender() => out.leaf("faultcode", &[], "soap:Client"),
+        _ => out.leaf("faultcode", &[], "soap:Server"),
+    }
     out.leaf("faultstring", &[], &fault.reason);
     if fault.kind.detail_element().is_some() {
         out.start("detail", &[]);
@@ -330,9 +348,13 @@ fn soap12_fault(out: &mut Out, fault: &Fault) {
     out.start("soap:Fault", &[]);
     out.start("soap:Code", &[]);
     out.leaf("soap:Value", &[], code);
-    if let Some((ns, local)) = fault.kind.detail_element() {
+    if let Some((ns, local)) = fault.kind.subcode() {
         out.start("soap:Subcode", &[]);
-        out.leaf("soap:Value", &[("xmlns:f", ns)], &format!("f:{local}"));
+        // `wsse:` as WSS 1.0 §12 writes its codes; `f:` for WS-N faults.
+        match fault.kind {
+            FaultKind::Security(_) => out.leaf("soap:Value", &[("xmlns:wsse", ns)], &format!("wsse:{local}")),
+            _ => out.leaf("soap:Value", &[("xmlns:f", ns)], &format!("f:{local}")),
+        }
         out.end("soap:Subcode");
     }
     out.end("soap:Code");

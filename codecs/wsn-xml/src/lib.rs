@@ -9,7 +9,8 @@
 //! bytes out.
 //!
 //! - Inbound: [`parse_request`] → [`RequestEnvelope`] (or a [`RequestError`] that still
-//!   knows enough to answer with a fault in the right SOAP version).
+//!   knows enough to answer with a fault in the right SOAP version), with the WS-Security
+//!   UsernameToken a client logs in with ([`SecurityHeader`]).
 //! - Outbound: [`write_response`], [`write_fault`], [`write_notify`],
 //!   [`write_raw_notification`], [`write_request`].
 //! - Topics: [`TopicExpression::to_filters`] / [`TopicExpression::to_topic`] and back with
@@ -32,6 +33,7 @@ mod out;
 mod parse;
 mod request;
 mod response;
+mod security;
 mod soap;
 mod time;
 mod topic;
@@ -49,6 +51,7 @@ pub use request::{
     RequestEnvelope, RequestError, Subscribe,
 };
 pub use response::{Response, write_empty_response, write_response};
+pub use security::{PasswordType, SecurityFault, SecurityHeader, UsernameToken};
 pub use soap::{AddressingVersion, SoapVersion, content_type_action};
 pub use time::{TerminationTime, TimeError, format_date_time, parse_date_time, parse_duration};
 pub use topic::{

@@ -28,6 +28,15 @@ pub const WSTOP: &str = "http://docs.oasis-open.org/wsn/t-1";
 pub const WSRF_BF: &str = "http://docs.oasis-open.org/wsrf/bf-2";
 /// WS-Resource 1.2 (`wsrf-r`): home of `ResourceUnknownFault`, which WS-N operations declare.
 pub const WSRF_R: &str = "http://docs.oasis-open.org/wsrf/r-2";
+/// WS-Security 1.0 SOAP Message Security "secext" (`wsse`): the `Security` header, the
+/// `UsernameToken`, and the fault codes of WSS 1.0 §12.
+pub const WSSE: &str = "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd";
+/// WS-Security 1.0 utility (`wsu`): `Timestamp`, `Created`.
+pub const WSU: &str = "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-utility-1.0.xsd";
+/// WSS UsernameToken Profile 1.0; the password `Type` URIs are built on it (`#PasswordText`,
+/// `#PasswordDigest`).
+pub const WSSE_USERNAME_TOKEN_PROFILE: &str =
+    "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-username-token-profile-1.0";
 /// XML Schema instance namespace, for `xsi:nil` on nillable WS-N elements.
 pub const XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
 /// The `xml:` prefix namespace (Namespaces in XML 1.0 §3), always bound.

@@ -1,6 +1,6 @@
 //! Reading a request envelope: SOAP version from the Envelope namespace, WS-Addressing
-//! headers, `mustUnderstand` checks, and the Body's first child dispatched on its expanded
-//! name into a [`Request`].
+//! headers, the WS-Security header ([`crate::security`]), `mustUnderstand` checks, and the
+//! Body's first child dispatched on its expanded name into a [`Request`].
 //!
 //! Children of WS-N elements are matched by expanded name as the schemas define them
 //! (`elementFormDefault="qualified"`: `wsnt:` for WS-BaseNotification, `wsn-br:` for
@@ -10,12 +10,13 @@ use crate::dom::{self, Document, Node, Plan};
 use crate::element::XmlElement;
 use crate::error::ParseError;
 use crate::limits::Limits;
-use crate::ns::{QName, SOAP11_ENV, SOAP12_ENV, WSA, WSA_2004, WSN_BR, WSNT};
+use crate::ns::{QName, SOAP11_ENV, SOAP12_ENV, WSA, WSA_2004, WSN_BR, WSNT, WSSE};
 use crate::operation::Operation;
 use crate::request::{
     AddressingHeaders, EndpointReference, NotificationMessage, RegisterPublisher, Request, RequestEnvelope,
     RequestError, Subscribe,
 };
+use crate::security::{SecurityHeader, read_security};
 use crate::soap::{AddressingVersion, SoapVersion};
 use crate::topic::{Dialect, NamespaceBinding, TopicExpression};
 
@@ -52,18 +53,20 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Result<RequestEnvelope, R
     let env = soap.namespace();
     let mut addressing = AddressingHeaders::default();
     let mut not_understood = Vec::new();
+    let mut security = None;
     if let Some(header) = doc.child(root, env, "Header") {
         for block in doc.children(header) {
-            read_header_block(&doc, soap, block, &mut addressing, &mut not_understood);
+            read_header_block(&doc, soap, block, &mut addressing, &mut security, &mut not_understood);
         }
     }
+    let security = security.unwrap_or_default();
     let context =
         |operation, error| RequestError { soap: Some(soap), addressing: addressing.clone(), operation, error };
     let body = doc.child(root, env, "Body").ok_or_else(|| context(None, ParseError::MissingBody))?;
     let first = doc.children(body).next().ok_or_else(|| context(None, ParseError::EmptyBody))?;
     let operation = first.ns.as_deref().and_then(|ns| Operation::from_request_element(ns, &first.local));
     let request = read_request(&doc, first, operation).map_err(|e| context(operation, e))?;
-    Ok(RequestEnvelope { soap, addressing, not_understood, request })
+    Ok(RequestEnvelope { soap, addressing, security, not_understood, request })
 }
 
 fn envelope_version(root: &QName) -> Result<SoapVersion, ParseError> {
@@ -76,13 +79,15 @@ fn envelope_version(root: &QName) -> Result<SoapVersion, ParseError> {
         .ok_or_else(|| ParseError::VersionMismatch { namespace: root.namespace.clone() })
 }
 
-/// Reads one header block: WS-Addressing headers are understood; any other block that is
-/// `mustUnderstand` and targeted at this node is recorded as not understood.
+/// Reads one header block: WS-Addressing headers and the `wsse:Security` header targeted at
+/// this node are understood; any other block that is `mustUnderstand` and targeted at this
+/// node is recorded as not understood.
 fn read_header_block(
     doc: &Document,
     soap: SoapVersion,
     block: &Node,
     addressing: &mut AddressingHeaders,
+    security: &mut Option<SecurityHeader>,
     not_understood: &mut Vec<QName>,
 ) {
     if let Some(version) = block.ns.as_deref().and_then(AddressingVersion::from_namespace) {
@@ -100,9 +105,21 @@ fn read_header_block(
         }
         return;
     }
-    let env = soap.namespace();
-    let must = matches!(block.attr(Some(env), "mustUnderstand").map(str::trim), Some("1" | "true"));
-    let targeted = match soap {
+    let targeted = targeted(soap, block);
+    if targeted && block.is(WSSE, "Security") {
+        *security = Some(if security.is_some() { SecurityHeader::duplicate() } else { read_security(doc, block) });
+        return;
+    }
+    let must = matches!(block.attr(Some(soap.namespace()), "mustUnderstand").map(str::trim), Some("1" | "true"));
+    if must && targeted {
+        not_understood.push(block.qname());
+    }
+}
+
+/// Whether a header block is for this node: no `actor` / `role`, or the "next" one (SOAP 1.1
+/// §4.2.2), or SOAP 1.2's "ultimateReceiver" (Part 1 §5.2.2).
+fn targeted(soap: SoapVersion, block: &Node) -> bool {
+    match soap {
         SoapVersion::V11 => {
             matches!(block.attr(Some(SOAP11_ENV), "actor"), None | Some("http://schemas.xmlsoap.org/soap/actor/next"))
         }
@@ -113,9 +130,6 @@ fn read_header_block(
                     | "http://www.w3.org/2003/05/soap-envelope/role/ultimateReceiver"
             )
         ),
-    };
-    if must && targeted {
-        not_understood.push(block.qname());
     }
 }
 

@@ -6,6 +6,7 @@ use crate::element::XmlElement;
 use crate::error::ParseError;
 use crate::ns::QName;
 use crate::operation::Operation;
+use crate::security::SecurityHeader;
 use crate::soap::{AddressingVersion, SoapVersion};
 use crate::topic::TopicExpression;
 
@@ -163,8 +164,10 @@ pub struct RequestEnvelope {
     pub soap: SoapVersion,
     /// WS-Addressing headers.
     pub addressing: AddressingHeaders,
+    /// The WS-Security header for this node: the UsernameToken a client logs in with.
+    pub security: SecurityHeader,
     /// Header blocks marked `mustUnderstand` for this node that tolk does not understand
-    /// (anything but WS-Addressing). Non-empty means the endpoint must answer a
+    /// (anything but WS-Addressing and WS-Security). Non-empty means the endpoint must answer a
     /// MustUnderstand fault instead of processing (SOAP 1.1 §4.2.3, SOAP 1.2 Part 1 §5.2.3).
     pub not_understood: Vec<QName>,
     /// The request in the Body.

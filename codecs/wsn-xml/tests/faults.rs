@@ -5,10 +5,10 @@
 mod common;
 
 use common::{Elem, tree};
-use wsn_xml::ns::{SOAP11_ENV, SOAP12_ENV, WSA, WSN_BR, WSNT, WSRF_BF, WSRF_R, XML};
+use wsn_xml::ns::{SOAP11_ENV, SOAP12_ENV, WSA, WSN_BR, WSNT, WSRF_BF, WSRF_R, WSSE, XML};
 use wsn_xml::{
-    AddressingVersion, Fault, FaultKind, Limits, Operation, ParseError, QName, ReplyContext, SoapVersion, TopicError,
-    parse_request, write_fault,
+    AddressingVersion, Fault, FaultKind, Limits, Operation, ParseError, QName, ReplyContext, SecurityFault,
+    SoapVersion, TopicError, parse_request, write_fault,
 };
 
 const NOW: i64 = 1_717_243_200_000; // 2024-06-01T12:00:00Z
@@ -44,6 +44,10 @@ fn all_kinds() -> Vec<FaultKind> {
         PublisherRegistrationRejected,
         PublisherRegistrationFailed,
         ResourceNotDestroyed,
+        Security(SecurityFault::FailedAuthentication),
+        Security(SecurityFault::UnsupportedSecurityToken),
+        Security(SecurityFault::InvalidSecurity),
+        Security(SecurityFault::InvalidSecurityToken),
     ]
 }
 
@@ -104,15 +108,15 @@ fn every_fault_in_soap11() {
         assert!(t.is(SOAP11_ENV, "Envelope"));
         let f = t.child(SOAP11_ENV, "Body").child(SOAP11_ENV, "Fault");
         let code = f.unqualified("faultcode");
-        let (code_ns, code_local) = code.resolve_qname(&code.text);
-        assert_eq!(code_ns.as_deref(), Some(SOAP11_ENV));
         let want = match &kind {
-            FaultKind::VersionMismatch => "VersionMismatch",
-            FaultKind::MustUnderstand { .. } => "MustUnderstand",
-            k if k.is_sender() => "Client",
-            _ => "Server",
+            // WSS 1.0 §12: the WS-Security code is the faultcode itself.
+            FaultKind::Security(code) => (WSSE, code.local_name()),
+            FaultKind::VersionMismatch => (SOAP11_ENV, "VersionMismatch"),
+            FaultKind::MustUnderstand { .. } => (SOAP11_ENV, "MustUnderstand"),
+            k if k.is_sender() => (SOAP11_ENV, "Client"),
+            _ => (SOAP11_ENV, "Server"),
         };
-        assert_eq!(code_local, want, "{kind:?}");
+        assert_eq!(code.resolve_qname(&code.text), (Some(want.0.to_owned()), want.1.to_owned()), "{kind:?}");
         assert_eq!(f.unqualified("faultstring").text, reason);
         match kind.detail_element() {
             Some(_) => check_detail(f.unqualified("detail"), &kind, &reason),
@@ -152,6 +156,11 @@ fn every_fault_in_soap12() {
                 check_detail(f.child(SOAP12_ENV, "Detail"), &kind, &reason);
             }
             None => assert!(f.children.iter().all(|c| c.local != "Detail")),
+        }
+        if let FaultKind::Security(security) = &kind {
+            // WSS 1.0 §12: Sender, with the WS-Security code as the Subcode.
+            let sub = code.child(SOAP12_ENV, "Subcode").child(SOAP12_ENV, "Value");
+            assert_eq!(sub.resolve_qname(&sub.text), (Some(WSSE.to_owned()), security.local_name().to_owned()));
         }
     }
 }

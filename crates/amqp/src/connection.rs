@@ -26,6 +26,7 @@ pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = 
     let Connection { stream, peer, shutdown, router } = connection;
     let core = router.open_session(Protocol::Amqp);
     let deletions = shared.registry.queue_deletions();
-    let session = AmqpSession::new(shared, core, peer, Instant::now());
+    let identity = stream.identity();
+    let session = AmqpSession::new(shared, core, peer, Instant::now()).with_identity(identity);
     drive(session, stream, BytesMut::new(), shutdown, Some(Signal::Changes(deletions)), LIMITS)
 }

@@ -56,6 +56,9 @@ pub(crate) struct Ctx {
     pub client_id: Arc<str>,
     /// The client's address.
     pub peer: SocketAddr,
+    /// The user a TLS client certificate names (`[tls] use_identity_as_username`); it wins
+    /// over the PLAIN or AMQPLAIN login.
+    pub identity: Option<Arc<str>>,
     /// Whether the client understands server-sent `basic.cancel` (its capabilities table).
     pub cancel_notify: bool,
     pub frame_max: u32,

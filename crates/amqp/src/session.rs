@@ -65,6 +65,13 @@ pub struct AmqpSession {
 }
 
 impl AmqpSession {
+    /// The session of a client that a TLS client certificate names (`[tls]
+    /// use_identity_as_username`).
+    pub fn with_identity(mut self, identity: Option<Arc<str>>) -> Self {
+        self.ctx.identity = identity;
+        self
+    }
+
     /// A connection from `peer` that has just been accepted, using the core session `core`.
     pub fn new(shared: Arc<Shared>, core: Session, peer: SocketAddr, now: Instant) -> Self {
         let metrics = shared.router.metrics().clone();
@@ -79,6 +86,7 @@ impl AmqpSession {
             exclusive_queues: Vec::new(),
             client_id: Arc::from(""),
             peer,
+            identity: None,
             cancel_notify: false,
             frame_max,
             metrics,
@@ -342,9 +350,10 @@ impl AmqpSession {
             client_id: None,
             peer: self.ctx.peer,
             proven: false,
-        };
+        }
+        .with_identity(self.ctx.identity.as_deref());
         self.ctx.shared.auth.authenticate(&credentials).map_err(AmqpError::auth_refused)?;
-        let rights = self.ctx.shared.auth.access(Some(&login.username), None);
+        let rights = self.ctx.shared.auth.access(credentials.username, None);
         self.ctx.core.restrict(rights);
         debug!(user = %login.username, mechanism = %login.mechanism, "login accepted");
         let config = &self.ctx.shared.config;

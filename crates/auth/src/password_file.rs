@@ -4,8 +4,11 @@
 //! - `$7$ITERATIONS$SALT$HASH`: PBKDF2-HMAC-SHA512 (mosquitto_passwd's default since 2.0,
 //!   101 iterations), or
 //! - `$6$SALT$HASH`: SHA-512 of the password followed by the salt (older files, `-H sha512`),
+//!   salt and hash in standard base64 for both, or
+//! - `$argon2id$v=19$m=…,t=…,p=…$SALT$HASH`: argon2id in the PHC string format, as Mosquitto 2.1's
+//!   `mosquitto_passwd -H argon2id` and `tolk passwd --argon2id` write it.
 //!
-//! salt and hash in standard base64. Empty lines and lines starting with `#` are skipped.
+//! Empty lines and lines starting with `#` are skipped.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -34,6 +37,28 @@ pub enum PasswordHash {
         /// Digest.
         hash: Vec<u8>,
     },
+    /// `$argon2id$`: the PHC string, checked to be argon2id within [`ARGON2_MAX_MEMORY_KIB`].
+    Argon2id(String),
+}
+
+/// Most memory an argon2id hash in a password file may ask for per check, in KiB (64 MiB): a
+/// login costs that much while it is checked, and a 1 GB Pi must not run out because of a file.
+pub const ARGON2_MAX_MEMORY_KIB: u32 = 64 * 1024;
+
+/// `tolk passwd --argon2id` parameters: OWASP's lowest-memory argon2id choice (7 MiB, 5 passes,
+/// one lane), so that a login costs a Pi little memory while guessing stays expensive.
+pub const ARGON2_PARAMS: (u32, u32, u32) = (7 * 1024, 5, 1);
+
+fn argon2_parse(text: &str) -> Result<argon2::PasswordHash<'_>, String> {
+    let hash = argon2::PasswordHash::new(text).map_err(|e| format!("argon2id hash: {e}"))?;
+    if hash.algorithm != argon2::Algorithm::Argon2id.ident() {
+        return Err(format!("hash type ${}$ is not supported (argon2id only)", hash.algorithm));
+    }
+    let params = argon2::Params::try_from(&hash).map_err(|e| format!("argon2id parameters: {e}"))?;
+    if params.m_cost() > ARGON2_MAX_MEMORY_KIB {
+        return Err(format!("argon2id m={} KiB is over the {ARGON2_MAX_MEMORY_KIB} KiB allowed", params.m_cost()));
+    }
+    Ok(hash)
 }
 
 impl PasswordHash {
@@ -61,7 +86,13 @@ impl PasswordHash {
                 }
                 Ok(PasswordHash::Sha512 { salt, hash })
             }
-            ["", kind, ..] => Err(format!("hash type ${kind}$ is not supported (mosquitto_passwd writes $7$ or $6$)")),
+            ["", "argon2id", ..] => {
+                argon2_parse(text)?;
+                Ok(PasswordHash::Argon2id(text.to_owned()))
+            }
+            ["", kind, ..] => {
+                Err(format!("hash type ${kind}$ is not supported (mosquitto_passwd writes $7$, $6$ or $argon2id$)"))
+            }
             _ => Err("not a mosquitto_passwd hash ($7$… or $6$…)".into()),
         }
     }
@@ -77,6 +108,11 @@ impl PasswordHash {
                 context.update(password);
                 context.update(salt);
                 constant_time_eq(context.finish().as_ref(), hash)
+            }
+            PasswordHash::Argon2id(text) => {
+                use argon2::PasswordVerifier;
+                // Parsed and checked at load; the library compares in constant time.
+                argon2_parse(text).is_ok_and(|hash| argon2::Argon2::default().verify_password(password, &hash).is_ok())
             }
         }
     }
@@ -96,6 +132,20 @@ impl PasswordHash {
         pbkdf2::derive(pbkdf2::PBKDF2_HMAC_SHA512, iterations, &salt, password, &mut hash);
         Ok(PasswordHash::Pbkdf2Sha512 { iterations, salt, hash })
     }
+
+    /// A new argon2id hash of `password` with [`ARGON2_PARAMS`] and a random 16-byte salt.
+    pub fn new_argon2id(password: &[u8]) -> Result<Self, String> {
+        use argon2::password_hash::{PasswordHasher, SaltString};
+        use ring::rand::{SecureRandom, SystemRandom};
+        let mut salt = [0u8; 16];
+        SystemRandom::new().fill(&mut salt).map_err(|_| "no system randomness for a salt".to_owned())?;
+        let salt = SaltString::encode_b64(&salt).map_err(|e| e.to_string())?;
+        let (m, t, p) = ARGON2_PARAMS;
+        let params = argon2::Params::new(m, t, p, None).map_err(|e| e.to_string())?;
+        let hasher = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
+        let hash = hasher.hash_password(password, &salt).map_err(|e| e.to_string())?;
+        Ok(PasswordHash::Argon2id(hash.to_string()))
+    }
 }
 
 impl std::fmt::Display for PasswordHash {
@@ -106,6 +156,7 @@ impl std::fmt::Display for PasswordHash {
                 write!(f, "$7${iterations}${}${}", STANDARD.encode(salt), STANDARD.encode(hash))
             }
             PasswordHash::Sha512 { salt, hash } => write!(f, "$6${}${}", STANDARD.encode(salt), STANDARD.encode(hash)),
+            PasswordHash::Argon2id(text) => f.write_str(text),
         }
     }
 }
@@ -180,6 +231,26 @@ mod tests {
         let line = hash.to_string();
         assert!(line.starts_with("$7$101$"), "{line}");
         assert_eq!(PasswordHash::parse(&line).unwrap(), hash);
+    }
+
+    #[test]
+    fn argon2id_hashes_verify_from_the_reference_implementation_and_our_own() {
+        // Made by the reference implementation (Debian's `argon2` 20190702):
+        // echo -n "dora's pw" | argon2 somesaltsalt16b -id -t 5 -k 7168 -p 1 -e
+        let reference =
+            "$argon2id$v=19$m=7168,t=5,p=1$c29tZXNhbHRzYWx0MTZi$jXWrJdb71Drd+lbAC9x+IrQWDBf/QWln1dcbdvjRlXo";
+        let hash = PasswordHash::parse(reference).unwrap();
+        assert!(hash.verify(b"dora's pw") && !hash.verify(b"dora"));
+        assert_eq!(hash.to_string(), reference);
+        let ours = PasswordHash::new_argon2id(b"s3cret").unwrap();
+        let line = ours.to_string();
+        assert!(line.starts_with("$argon2id$v=19$m=7168,t=5,p=1$"), "{line}");
+        assert!(PasswordHash::parse(&line).unwrap().verify(b"s3cret"));
+        // Too much memory per check, or argon2i rather than argon2id: refused at load.
+        let greedy =
+            "$argon2id$v=19$m=1048576,t=1,p=1$c29tZXNhbHRzYWx0MTZi$jXWrJdb71Drd+lbAC9x+IrQWDBf/QWln1dcbdvjRlXo";
+        assert!(PasswordHash::parse(greedy).unwrap_err().contains("KiB"));
+        assert!(PasswordHash::parse("$argon2i$v=19$m=7168,t=5,p=1$c29tZXNhbHRzYWx0MTZi$jXWrJdb71Drd").is_err());
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! knows where users come from. After a login the front end asks [`Authenticator::access`] for
 //! the client's rights and hands them to its core session ([`crate::Session::restrict`]).
 
+use std::fmt;
 use std::net::SocketAddr;
 
+use base64::Engine;
 use tolk_metrics::Protocol;
 
 use crate::access::Rights;
@@ -31,6 +33,17 @@ pub struct Credentials<'a> {
     /// The user name was proven without a password: configuration maps this MQTT-SN client id
     /// to it, or a verified client certificate names it (`use_identity_as_username`).
     pub proven: bool,
+}
+
+impl<'a> Credentials<'a> {
+    /// The credentials with a client certificate's name in force, if there is one: it is the
+    /// user, proven by the TLS handshake, and the user name and password sent are set aside.
+    pub fn with_identity(self, identity: Option<&'a str>) -> Self {
+        match identity {
+            Some(name) => Credentials { username: Some(name), password: None, proven: true, ..self },
+            None => self,
+        }
+    }
 }
 
 /// Decides whether a client may open a session. A refusal's text is logged and, where the
@@ -60,5 +73,56 @@ pub struct AllowAll;
 impl Authenticator for AllowAll {
     fn authenticate(&self, _: &Credentials<'_>) -> Result<(), String> {
         Ok(())
+    }
+}
+
+/// The user name and password of an HTTP `Authorization: Basic` header (RFC 7617). One parser
+/// for every HTTP route that logs users in (`/metrics` and `/api/*`, the WS-Notification
+/// endpoint), so they cannot disagree on what a header means.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BasicCredentials {
+    /// The user id, before the first `:`.
+    pub username: String,
+    /// The password, after it (may hold `:`).
+    pub password: String,
+}
+
+impl BasicCredentials {
+    /// Reads an `Authorization` header value. `None` when it is not the Basic scheme (matched
+    /// case-insensitively, RFC 9110 §11.1), not base64, not UTF-8 or has no `:`.
+    pub fn from_header(value: &str) -> Option<Self> {
+        let (scheme, encoded) = value.trim().split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("basic") {
+            return None;
+        }
+        let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+        let decoded = String::from_utf8(decoded).ok()?;
+        let (username, password) = decoded.split_once(':')?;
+        Some(BasicCredentials { username: username.to_owned(), password: password.to_owned() })
+    }
+}
+
+/// Never shows the password, so that a stray `{:?}` cannot log it.
+impl fmt::Debug for BasicCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BasicCredentials").field("username", &self.username).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_credentials() {
+        // RFC 7617 §2's example, and a password holding ':' and a space.
+        let aladdin = BasicCredentials::from_header("Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==").unwrap();
+        assert_eq!((aladdin.username.as_str(), aladdin.password.as_str()), ("Aladdin", "open sesame"));
+        let colon = BasicCredentials::from_header("basic YWxpY2U6YTpiIGM=").unwrap();
+        assert_eq!((colon.username.as_str(), colon.password.as_str()), ("alice", "a:b c"));
+        assert!(!format!("{colon:?}").contains("a:b c"), "Debug hides the password");
+        for bad in ["Bearer QWxhZGRpbjpvcGVuIHNlc2FtZQ==", "Basic !!!", "Basic YWxpY2U=", "Basic", ""] {
+            assert_eq!(BasicCredentials::from_header(bad), None, "{bad}");
+        }
     }
 }

@@ -31,5 +31,5 @@ pub use retained::RetainOutcome;
 pub use router::{
     PublishOutcome, QueueError, Router, RouterConfig, Session, SharedError, Subscription, SubscriptionOptions, Target,
 };
-pub use tolk_metrics::{CloseReason, DropReason, Hop, MemoryKind, Metrics, Protocol};
+pub use tolk_metrics::{CloseReason, Denial, DropReason, Hop, MemoryKind, Metrics, Protocol};
 pub use trie::Trie;

@@ -393,6 +393,7 @@ async fn handshake(
         Err(Refusal::Close(why)) => return Err(refuse(why.to_owned())),
     };
     // Who it is, asked of the broker's one authenticator (CONNACK 0x86, 3.1.1: 0x04).
+    let identity = io.stream.identity();
     let credentials = Credentials {
         protocol: Protocol::Mqtt,
         username: connect.username.as_deref(),
@@ -400,13 +401,14 @@ async fn handshake(
         client_id: Some(&plan.client_id),
         peer,
         proven: false,
-    };
+    }
+    .with_identity(identity.as_deref());
     if let Err(why) = shared.auth.authenticate(&credentials) {
         refuse_connack(io, &mut codec, ConnectAckReason::BadUserNameOrPassword).await;
         return Err(Refused(CloseReason::AuthFailed, why));
     }
     // What it may do; a will it could not publish is refused now, not lost at disconnect.
-    let rights = shared.auth.access(connect.username.as_deref(), Some(&plan.client_id));
+    let rights = shared.auth.access(credentials.username, Some(&plan.client_id));
     if let (Some(access), Some(will)) = (&rights, &plan.will)
         && !access.may_publish(&will.last_will.topic)
     {
@@ -416,7 +418,8 @@ async fn handshake(
     }
     // 4. The client id: a stored session, or a takeover of a live one.
     // A user name the broker checked owns the client id; an unchecked one is only a label.
-    let owner: Option<Arc<str>> = connect.username.as_deref().filter(|_| shared.auth.verifies_users()).map(Arc::from);
+    let verified = shared.auth.verifies_users() || credentials.proven;
+    let owner: Option<Arc<str>> = credentials.username.filter(|_| verified).map(Arc::from);
     let mut claim = match shared.registry.claim(&plan.client_id, owner.as_ref()).await {
         Ok(c) => c,
         Err(e @ ClaimError::OwnedByAnother(_)) => {

@@ -42,13 +42,23 @@ pub(crate) fn server_heart_beat(config: &StompConfig) -> HeartBeat {
 }
 
 /// Answers a CONNECT or STOMP frame, or says why the connection must be refused.
+/// Who is connecting, as the transport knows it.
+pub(crate) struct Client<'a> {
+    /// Its address.
+    pub peer: SocketAddr,
+    /// The user its TLS client certificate names, if `[tls] use_identity_as_username`.
+    pub identity: Option<&'a str>,
+    /// The core session's id, sent in CONNECTED's `session` header.
+    pub session_id: u64,
+}
+
 pub(crate) fn handshake(
     frame: &Frame,
     config: &StompConfig,
     auth: &dyn Authenticator,
-    peer: SocketAddr,
-    session_id: u64,
+    client: Client<'_>,
 ) -> Result<Agreed, StompError> {
+    let Client { peer, identity, session_id } = client;
     let version = Version::negotiate(frame.header("accept-version"), &Version::ALL).map_err(|e| {
         // Spec "Protocol Negotiation": ERROR with a `version` header listing ours.
         StompError::protocol(format!("unsupported protocol version: {e}"))
@@ -64,7 +74,8 @@ pub(crate) fn handshake(
         client_id: frame.header("client-id").or(frame.header("login")),
         peer,
         proven: false,
-    };
+    }
+    .with_identity(identity);
     auth.authenticate(&credentials).map_err(|why| StompError::new(CloseReason::AuthFailed, why))?;
 
     let ours = server_heart_beat(config);
@@ -103,7 +114,8 @@ mod tests {
             ..Default::default()
         };
         let frame = connect(&[("accept-version", "1.1,1.2"), ("host", "/"), ("heart-beat", "2000,100")]);
-        let agreed = handshake(&frame, &config, &AllowAll, peer(), 7).unwrap();
+        let agreed =
+            handshake(&frame, &config, &AllowAll, Client { peer: peer(), identity: None, session_id: 7 }).unwrap();
         assert_eq!(agreed.version, Version::V1_2);
         assert_eq!(agreed.schedule.client_to_server, Some(Duration::from_millis(2000)));
         assert_eq!(agreed.schedule.server_to_client, Some(Duration::from_millis(500)));
@@ -115,14 +127,26 @@ mod tests {
     #[test]
     fn refuses_unknown_versions_listing_ours() {
         let frame = connect(&[("accept-version", "2.0")]);
-        let e = handshake(&frame, &StompConfig::default(), &AllowAll, peer(), 1).unwrap_err();
+        let e = handshake(
+            &frame,
+            &StompConfig::default(),
+            &AllowAll,
+            Client { peer: peer(), identity: None, session_id: 1 },
+        )
+        .unwrap_err();
         assert_eq!(e.headers, vec![("version", "1.0,1.1,1.2".to_owned())]);
     }
 
     #[test]
     fn stomp_1_0_has_no_heart_beats() {
         let frame = connect(&[("heart-beat", "10,10")]);
-        let agreed = handshake(&frame, &StompConfig::default(), &AllowAll, peer(), 1).unwrap();
+        let agreed = handshake(
+            &frame,
+            &StompConfig::default(),
+            &AllowAll,
+            Client { peer: peer(), identity: None, session_id: 1 },
+        )
+        .unwrap();
         assert_eq!(agreed.version, Version::V1_0);
         assert_eq!(agreed.schedule.client_to_server, None);
         assert_eq!(agreed.connected.header("heart-beat"), None);
@@ -133,16 +157,26 @@ mod tests {
         struct OnlyBob;
         impl Authenticator for OnlyBob {
             fn authenticate(&self, c: &Credentials<'_>) -> Result<(), String> {
-                match (c.username, c.password) {
-                    (Some("bob"), Some(b"pw")) => Ok(()),
+                match (c.username, c.password, c.proven) {
+                    (Some("bob"), Some(b"pw"), false) | (Some("bob"), None, true) => Ok(()),
                     _ => Err("bad credentials".into()),
                 }
             }
         }
         let ok = connect(&[("accept-version", "1.2"), ("login", "bob"), ("passcode", "pw")]);
-        assert_eq!(handshake(&ok, &StompConfig::default(), &OnlyBob, peer(), 1).unwrap().client_id, "bob");
+        assert_eq!(
+            handshake(&ok, &StompConfig::default(), &OnlyBob, Client { peer: peer(), identity: None, session_id: 1 })
+                .unwrap()
+                .client_id,
+            "bob"
+        );
         let bad = connect(&[("accept-version", "1.2"), ("login", "eve")]);
-        let e = handshake(&bad, &StompConfig::default(), &OnlyBob, peer(), 1).unwrap_err();
+        let e =
+            handshake(&bad, &StompConfig::default(), &OnlyBob, Client { peer: peer(), identity: None, session_id: 1 })
+                .unwrap_err();
         assert_eq!(e.reason, CloseReason::AuthFailed);
+        // A client certificate naming bob is bob, whatever login it sends.
+        let by_certificate = Client { peer: peer(), identity: Some("bob"), session_id: 1 };
+        assert!(handshake(&bad, &StompConfig::default(), &OnlyBob, by_certificate).is_ok());
     }
 }

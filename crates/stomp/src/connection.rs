@@ -46,7 +46,9 @@ fn run(handler: Arc<StompHandler>, connection: Connection) -> impl Future<Output
     let config = handler.config.clone();
     let protocol = stream.kind().label(Protocol::Stomp);
     let core = router.open_session(protocol);
-    let session = StompSession::new(config.clone(), handler.auth.clone(), peer, core, Instant::now());
+    let identity = stream.identity();
+    let session =
+        StompSession::new(config.clone(), handler.auth.clone(), peer, core, Instant::now()).with_identity(identity);
     let connection = StompConnection {
         decoder: Decoder::new(config.limits()),
         session,

@@ -89,6 +89,8 @@ pub(crate) struct StompSession {
     config: Arc<StompConfig>,
     auth: Arc<dyn Authenticator>,
     peer: SocketAddr,
+    /// The user a TLS client certificate names, which wins over `login`.
+    identity: Option<Arc<str>>,
     core: Session,
     phase: Phase,
     encoder: Encoder,
@@ -128,8 +130,16 @@ impl StompSession {
             config,
             auth,
             peer,
+            identity: None,
             core,
         }
+    }
+
+    /// The session of a client that a TLS client certificate names (`[tls]
+    /// use_identity_as_username`).
+    pub fn with_identity(mut self, identity: Option<Arc<str>>) -> Self {
+        self.identity = identity;
+        self
     }
 
     /// The negotiated version, once connected.
@@ -285,7 +295,9 @@ impl StompSession {
     }
 
     fn on_connect(&mut self, frame: &Frame, now: Now) -> Result<Flow, StompError> {
-        let agreed = connect::handshake(frame, &self.config, &*self.auth, self.peer, self.core.id().0)?;
+        let client =
+            connect::Client { peer: self.peer, identity: self.identity.as_deref(), session_id: self.core.id().0 };
+        let agreed = connect::handshake(frame, &self.config, &*self.auth, client)?;
         debug!(
             version = %agreed.version,
             host = frame.header("host").unwrap_or(""),

@@ -38,6 +38,12 @@ pub struct TlsConfig {
     /// Refuse clients without a valid certificate (needs `ca_file`).
     #[serde(default)]
     pub require_client_cert: bool,
+    /// Take the user name from the client certificate's subject Common Name, as Mosquitto's
+    /// `use_identity_as_username`: the certificate is the login, and the user name and password
+    /// the client sends are ignored. Needs `require_client_cert`. A certificate without a Common
+    /// Name fails the handshake.
+    #[serde(default)]
+    pub use_identity_as_username: bool,
     /// Longest a TLS handshake may take; a client that does not finish it is closed.
     #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
     pub handshake_timeout: Duration,
@@ -63,6 +69,9 @@ pub enum TlsError {
     /// `require_client_cert` without `ca_file`.
     #[error("[tls] require_client_cert = true needs ca_file: the CA that client certificates must chain to")]
     NoClientCa,
+    /// `use_identity_as_username` without `require_client_cert`.
+    #[error("[tls] use_identity_as_username = true needs require_client_cert = true: every client must have a name")]
+    IdentityWithoutClientCert,
     /// rustls refused the combination (e.g. a key that does not match the certificate).
     #[error("[tls]: {0}")]
     Rustls(#[from] rustls::Error),
@@ -98,13 +107,32 @@ impl Tls {
     }
 
     /// Runs the server side of a TLS handshake on `stream`, within the handshake timeout.
-    pub async fn accept(&self, stream: TcpStream) -> io::Result<TlsStream<TcpStream>> {
+    /// Returns the stream and, with `use_identity_as_username`, the user its certificate names.
+    pub async fn accept(&self, stream: TcpStream) -> io::Result<(TlsStream<TcpStream>, Option<String>)> {
         let acceptor = TlsAcceptor::from(self.server_config());
-        match tokio::time::timeout(self.config.handshake_timeout, acceptor.accept(stream)).await {
-            Ok(result) => result,
-            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake not finished in time")),
+        let stream = match tokio::time::timeout(self.config.handshake_timeout, acceptor.accept(stream)).await {
+            Ok(result) => result?,
+            Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake not finished in time")),
+        };
+        if !self.config.use_identity_as_username {
+            return Ok((stream, None));
+        }
+        let leaf = stream.get_ref().1.peer_certificates().and_then(|certs| certs.first());
+        match leaf.and_then(|cert| common_name(cert)) {
+            Some(name) => Ok((stream, Some(name))),
+            None => Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the client certificate has no Common Name to use as the user name",
+            )),
         }
     }
+}
+
+/// The first Common Name of a certificate's subject, if it is a string.
+pub fn common_name(cert: &CertificateDer<'_>) -> Option<String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let name = parsed.subject().iter_common_name().next()?.as_str().ok()?;
+    (!name.is_empty()).then(|| name.to_owned())
 }
 
 fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsError> {
@@ -120,6 +148,9 @@ fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsError> {
                 roots.add(cert).map_err(|e| file_error("ca_file", ca_file, e))?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            if config.use_identity_as_username && !config.require_client_cert {
+                return Err(TlsError::IdentityWithoutClientCert);
+            }
             let verifier = if config.require_client_cert {
                 verifier.build()?
             } else {
@@ -128,6 +159,7 @@ fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsError> {
             builder.with_client_cert_verifier(verifier)
         }
         None if config.require_client_cert => return Err(TlsError::NoClientCa),
+        None if config.use_identity_as_username => return Err(TlsError::IdentityWithoutClientCert),
         None => builder.with_no_client_auth(),
     };
     Ok(builder.with_single_cert(certs, key)?)

@@ -67,6 +67,7 @@ impl TestPki {
             key_file: self.key_file.clone(),
             ca_file: None,
             require_client_cert: false,
+            use_identity_as_username: false,
             handshake_timeout: crate::default_handshake_timeout(),
         }
     }
@@ -74,15 +75,25 @@ impl TestPki {
 
 /// A TLS client (rustls with ring) that trusts the CAs of `pkis` and presents no certificate.
 pub fn connector(pkis: &[&TestPki]) -> TlsConnector {
+    TlsConnector::from(Arc::new(client_builder(pkis).with_no_client_auth()))
+}
+
+/// A TLS client that trusts the CAs of `pkis` and presents `client`'s client certificate.
+pub fn connector_with_client_cert(pkis: &[&TestPki], client: &TestPki) -> TlsConnector {
+    let chain = vec![CertificateDer::from_pem_file(&client.client_cert_file).expect("client certificate")];
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_file(&client.client_key_file).expect("client key");
+    let config = client_builder(pkis).with_client_auth_cert(chain, key).expect("client certificate and key");
+    TlsConnector::from(Arc::new(config))
+}
+
+fn client_builder(pkis: &[&TestPki]) -> rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert> {
     let mut roots = rustls::RootCertStore::empty();
     for pki in pkis {
         roots.add(CertificateDer::from_pem_file(&pki.ca_file).expect("CA file")).expect("CA certificate");
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
+    rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .expect("protocol versions")
         .with_root_certificates(roots)
-        .with_no_client_auth();
-    TlsConnector::from(Arc::new(config))
 }

@@ -18,7 +18,7 @@ async fn handshake(tls: &Arc<Tls>, connector: &tokio_rustls::TlsConnector) -> st
         let tls = tls.clone();
         tokio::spawn(async move {
             let (tcp, _) = listener.accept().await?;
-            let mut stream = tls.accept(tcp).await?;
+            let (mut stream, _) = tls.accept(tcp).await?;
             let mut byte = [0u8; 1];
             stream.read_exact(&mut byte).await?;
             stream.write_all(&byte).await?;
@@ -80,5 +80,28 @@ fn require_client_cert_needs_a_ca() {
     let pki = TestPki::create(&dir, "noca", "c");
     let config = tolk_tls::TlsConfig { require_client_cert: true, ..pki.config() };
     assert!(matches!(Tls::load(config), Err(tolk_tls::TlsError::NoClientCa)));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn use_identity_as_username_names_the_client_by_its_certificate() {
+    let dir = std::env::temp_dir().join(format!("tolk-tls-identity-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pki = TestPki::create(&dir, "identity", "sensor-42");
+    let base = tolk_tls::TlsConfig { ca_file: Some(pki.ca_file.clone()), require_client_cert: true, ..pki.config() };
+    let without_required =
+        tolk_tls::TlsConfig { use_identity_as_username: true, require_client_cert: false, ..base.clone() };
+    assert!(matches!(Tls::load(without_required), Err(tolk_tls::TlsError::IdentityWithoutClientCert)));
+    let tls = Tls::load(tolk_tls::TlsConfig { use_identity_as_username: true, ..base }).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        tls.accept(tcp).await.map(|(_, identity)| identity)
+    });
+    let connector = tolk_tls::testing::connector_with_client_cert(&[&pki], &pki);
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let _client = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+    assert_eq!(server.await.unwrap().unwrap(), Some("sensor-42".to_owned()));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,6 +3,11 @@
 //! (`{path}/subscriptions/{id}`) or one pull point (`{path}/pullpoints/{id}`). The URL alone
 //! identifies a subscription or pull point: zeep does not echo reference parameters.
 //!
+//! Every request comes with its [`Caller`] ([`crate::login`]): its rights decide Notify,
+//! Subscribe and GetCurrentMessage, and once users are verified a subscription or pull point
+//! answers only the user who made it. To anyone else it is a ResourceUnknownFault, as if it did
+//! not exist, so that its address discloses nothing.
+//!
 //! Operations live in [`crate::producer`], [`crate::manager`] and [`crate::pullpoint_ops`].
 //! Most are synchronous (registry and router calls); Subscribe awaits the resolution of the
 //! consumer's host and GetMessages the pull point's forwarding task. No lock is held across
@@ -16,6 +21,7 @@ use bytes::Bytes;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tolk_core::auth::Authenticator;
 use tolk_core::frontend::FrontEndContext;
 use tolk_core::{CloseReason, Router, SessionId};
 use tracing::debug;
@@ -27,7 +33,9 @@ use crate::config::WsnConfig;
 use crate::fault::{Refusal, shorten};
 use crate::ids::IdSource;
 use crate::lifetime::now_unix_millis;
+use crate::login::Caller;
 use crate::memory::PullPointBytes;
+use crate::pullpoint::PullPoint;
 use crate::push_mark::LoopMark;
 use crate::registry::Registry;
 use crate::subscription::Subscription;
@@ -62,6 +70,8 @@ pub(crate) struct Endpoint {
     pub limits: Limits,
     /// The core.
     pub router: Router,
+    /// The broker's users and their rights.
+    pub auth: Arc<dyn Authenticator>,
     /// Live subscriptions and pull points.
     pub registry: Registry,
     /// The push client.
@@ -101,6 +111,7 @@ impl Endpoint {
             base_path: config.base_path(),
             limits,
             router: ctx.router.clone(),
+            auth: ctx.auth.clone(),
             registry: Registry::new(ctx.router.metrics().clone()),
             client: NotifyClient::new(push, consumer_policy.clone()),
             consumer_policy,
@@ -149,10 +160,21 @@ impl Endpoint {
         format!("{base}{}/pullpoints/{id}", self.base_path)
     }
 
-    /// The live subscription `id`; one past its termination time is removed on the spot.
-    pub(crate) fn live_subscription(&self, id: &str) -> Result<Arc<Subscription>, Refusal> {
-        let subscription =
-            self.registry.subscription(id).ok_or_else(|| Refusal::resource_unknown("subscription", id))?;
+    /// Whether `caller` may operate on a resource `owner` made: anyone while user names are
+    /// only labels; once they are verified, the same user (anonymous resources: anonymous
+    /// callers).
+    pub(crate) fn may_manage(&self, caller: &Caller, owner: Option<&str>) -> bool {
+        !self.auth.verifies_users() || caller.user.as_deref() == owner
+    }
+
+    /// The live subscription `id`, if `caller` may manage it; one past its termination time is
+    /// removed on the spot.
+    pub(crate) fn live_subscription(&self, id: &str, caller: &Caller) -> Result<Arc<Subscription>, Refusal> {
+        let subscription = self
+            .registry
+            .subscription(id)
+            .filter(|s| self.may_manage(caller, s.user.as_deref()))
+            .ok_or_else(|| Refusal::resource_unknown("subscription", id))?;
         if subscription.terminates_at() <= now_unix_millis() {
             self.registry.remove_subscription(id, CloseReason::KeepAliveTimeout);
             return Err(Refusal::resource_unknown("subscription", id));
@@ -160,11 +182,21 @@ impl Endpoint {
         Ok(subscription)
     }
 
-    /// Runs the request on the resource. `base` is the scheme and authority addresses start with.
+    /// The pull point `id`, if `caller` may use it.
+    pub(crate) fn pull_point_for(&self, id: &str, caller: &Caller) -> Result<Arc<PullPoint>, Refusal> {
+        self.registry
+            .pull_point(id)
+            .filter(|pp| self.may_manage(caller, pp.user.as_deref()))
+            .ok_or_else(|| Refusal::resource_unknown("pull point", id))
+    }
+
+    /// Runs `caller`'s request on the resource. `base` is the scheme and authority addresses
+    /// start with.
     pub(crate) async fn dispatch(
         self: &Arc<Self>,
         resource: &Resource,
         envelope: RequestEnvelope,
+        caller: &Caller,
         ctx: &ReplyContext,
         base: &str,
     ) -> Result<Reply, Refusal> {
@@ -176,10 +208,10 @@ impl Endpoint {
                 shorten(namespace.as_deref().unwrap_or_default()),
                 shorten(&local_name)
             ))),
-            (Resource::Broker, Request::Notify(messages)) => self.notify(&messages, received_at),
-            (Resource::Broker, Request::Subscribe(subscribe)) => self.subscribe(&subscribe, ctx, base).await,
-            (Resource::Broker, Request::GetCurrentMessage { topic }) => self.get_current_message(&topic, ctx),
-            (Resource::Broker, Request::CreatePullPoint) => self.create_pull_point(ctx, base),
+            (Resource::Broker, Request::Notify(messages)) => self.notify(&messages, caller, received_at),
+            (Resource::Broker, Request::Subscribe(subscribe)) => self.subscribe(&subscribe, caller, ctx, base).await,
+            (Resource::Broker, Request::GetCurrentMessage { topic }) => self.get_current_message(&topic, caller, ctx),
+            (Resource::Broker, Request::CreatePullPoint) => self.create_pull_point(caller, ctx, base),
             (Resource::Broker, Request::RegisterPublisher(_)) => Err(Refusal::new(
                 FaultKind::PublisherRegistrationRejected,
                 format!("no registration needed: send Notify to {base}{} to publish", self.base_path),
@@ -199,18 +231,22 @@ impl Endpoint {
                  (the reference the broker returned), not to the broker's address",
             )),
             (Resource::Subscription(id), Request::Renew { termination_time }) => {
-                self.renew(&*self.live_subscription(id)?, termination_time.as_deref(), ctx)
+                self.renew(&*self.live_subscription(id, caller)?, termination_time.as_deref(), ctx)
             }
-            (Resource::Subscription(id), Request::Unsubscribe) => self.unsubscribe(id, ctx),
-            (Resource::Subscription(id), Request::PauseSubscription) => self.pause(&*self.live_subscription(id)?, ctx),
+            (Resource::Subscription(id), Request::Unsubscribe) => self.unsubscribe(id, caller, ctx),
+            (Resource::Subscription(id), Request::PauseSubscription) => {
+                self.pause(&*self.live_subscription(id, caller)?, ctx)
+            }
             (Resource::Subscription(id), Request::ResumeSubscription) => {
-                self.resume(&*self.live_subscription(id)?, ctx)
+                self.resume(&*self.live_subscription(id, caller)?, ctx)
             }
             (Resource::PullPoint(id), Request::GetMessages { maximum_number }) => {
-                self.get_messages(id, maximum_number, ctx).await
+                self.get_messages(&*self.pull_point_for(id, caller)?, maximum_number, ctx).await
             }
-            (Resource::PullPoint(id), Request::DestroyPullPoint) => self.destroy_pull_point(id, ctx),
-            (Resource::PullPoint(id), Request::Notify(messages)) => self.notify_pull_point(id, &messages, received_at),
+            (Resource::PullPoint(id), Request::DestroyPullPoint) => self.destroy_pull_point(id, caller, ctx),
+            (Resource::PullPoint(id), Request::Notify(messages)) => {
+                self.notify_pull_point(&*self.pull_point_for(id, caller)?, &messages, caller, received_at)
+            }
             (resource, request) => {
                 let what = match resource {
                     Resource::Subscription(_) => "a subscription manager address",

@@ -15,22 +15,32 @@
 //!   broken to show its SOAP version is answered in the version its `Content-Type` names,
 //!   else SOAP 1.1.
 //! - A request carrying this broker's own push mark is a loop ([`crate::loopmark`]).
+//! - Every other request logs in ([`crate::login`]) before it is dispatched. Refused
+//!   credentials are a `wsse:FailedAuthentication` fault (WSS 1.0 §12): `401` with
+//!   `WWW-Authenticate: Basic realm="tolk"` when the client used HTTP Basic or presented
+//!   nothing, `500` for a refused UsernameToken. Each refusal is logged at info with the peer's
+//!   address and counted in `tolk_connections_closed_total{protocol="wsn",reason="auth_failed"}`
+//!   (for WS-N a refused request, there being no connection to close).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header, uri::Authority};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tolk_core::{CloseReason, Protocol};
 use tracing::{debug, info};
 use wsn_xml::{Fault, FaultKind, ReplyContext, SoapVersion, parse_request, write_fault};
 
 use crate::endpoint::{Endpoint, Reply, Resource};
 use crate::fault::{Refusal, shorten};
 use crate::lifetime::now_unix_millis;
+use crate::login::log_in;
 
 /// The endpoint's routes, with their state, ready to merge into the broker's HTTP app.
 pub(crate) fn router(endpoint: Arc<Endpoint>) -> axum::Router {
@@ -45,26 +55,32 @@ pub(crate) fn router(endpoint: Arc<Endpoint>) -> axum::Router {
     app.with_state(endpoint)
 }
 
-async fn broker(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, body: Body) -> Response {
-    serve(endpoint, Resource::Broker, headers, body).await
+/// The client's address, which the broker's HTTP server (and axum's
+/// `into_make_service_with_connect_info`) records for every connection.
+type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+async fn broker(State(endpoint): State<Arc<Endpoint>>, peer: Peer, headers: HeaderMap, body: Body) -> Response {
+    serve(endpoint, Resource::Broker, peer, headers, body).await
 }
 
 async fn subscription(
     State(endpoint): State<Arc<Endpoint>>,
     Path(id): Path<String>,
+    peer: Peer,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    serve(endpoint, Resource::Subscription(id), headers, body).await
+    serve(endpoint, Resource::Subscription(id), peer, headers, body).await
 }
 
 async fn pull_point(
     State(endpoint): State<Arc<Endpoint>>,
     Path(id): Path<String>,
+    peer: Peer,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    serve(endpoint, Resource::PullPoint(id), headers, body).await
+    serve(endpoint, Resource::PullPoint(id), peer, headers, body).await
 }
 
 /// Why a body could not be read.
@@ -74,7 +90,9 @@ enum BodyError {
     Broken(String),
 }
 
-async fn serve(endpoint: Arc<Endpoint>, resource: Resource, headers: HeaderMap, body: Body) -> Response {
+async fn serve(endpoint: Arc<Endpoint>, resource: Resource, peer: Peer, headers: HeaderMap, body: Body) -> Response {
+    // Without connection info (an app served without it), the unspecified address stands in.
+    let peer = peer.map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |Extension(ConnectInfo(addr))| addr);
     let fallback = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -127,8 +145,21 @@ async fn serve(endpoint: Arc<Endpoint>, resource: Resource, headers: HeaderMap, 
         info!(reason = %refusal, "WS-N request refused");
         return fault_response(&ctx, &refusal, None);
     }
+    let caller = match log_in(&*endpoint.auth, headers.get(header::AUTHORIZATION), &envelope.security, peer) {
+        Ok(caller) => caller,
+        Err(refused) => {
+            endpoint.router.metrics().protocol(Protocol::Wsn).closed(CloseReason::AuthFailed);
+            info!(%peer, user = ?refused.user, reason = %refused.refusal, "WS-N request refused: login failed");
+            if !refused.challenge {
+                return fault_response(&ctx, &refused.refusal, None);
+            }
+            let mut response = fault_response(&ctx, &refused.refusal, Some(StatusCode::UNAUTHORIZED));
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"tolk\""));
+            return response;
+        }
+    };
     let base = base_url(&endpoint, &headers);
-    match endpoint.dispatch(&resource, envelope, &ctx, &base).await {
+    match endpoint.dispatch(&resource, envelope, &caller, &ctx, &base).await {
         Ok(Reply::Body(body)) => soap_response(StatusCode::OK, ctx.soap, body),
         Ok(Reply::Accepted) => StatusCode::ACCEPTED.into_response(),
         Err(refusal) => {
@@ -176,7 +207,7 @@ fn soap_response(status: StatusCode, soap: SoapVersion, body: Bytes) -> Response
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static(soap.content_type()))], body).into_response()
 }
 
-/// The fault envelope, `500` unless `status` says otherwise (400, 413, 408, 503).
+/// The fault envelope, `500` unless `status` says otherwise (400, 401, 413, 408, 503).
 fn fault_response(ctx: &ReplyContext, refusal: &Refusal, status: Option<StatusCode>) -> Response {
     let fault = Fault::new(refusal.kind.clone(), refusal.reason.clone(), now_unix_millis());
     let status = status.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -5,7 +5,10 @@
 //! - Publishers send Notify; each NotificationMessage becomes a core message.
 //! - Subscribers Subscribe with a consumer address (notifications are POSTed to it) or with
 //!   the address of a pull point (notifications wait there for GetMessages).
-//! - Each subscription and pull point has its own URL, which is all a client needs to manage it.
+//! - Each subscription and pull point has its own URL, which is all a client needs to manage it
+//!   (once users are verified, only the user who made it may).
+//! - Every request logs in with HTTP Basic or a WS-Security UsernameToken (or none, as an
+//!   anonymous client) and is held to that user's rights in the access-control list.
 //!
 //! The SOAP and WS-N documents are read and written by the sans-IO `wsn-xml` codec; this crate
 //! owns HTTP, the subscriptions, push delivery and the mapping to core messages. Build it with
@@ -24,6 +27,7 @@ mod frontend;
 mod http;
 mod ids;
 mod lifetime;
+mod login;
 mod loopmark;
 mod manager;
 mod memory;

@@ -1,6 +1,6 @@
 //! The SubscriptionManager and PausableSubscriptionManager operations (WS-BaseNotification 1.3
 //! §6): Renew, Unsubscribe, PauseSubscription, ResumeSubscription, each addressed by the
-//! subscription's own URL.
+//! subscription's own URL and allowed to the user who subscribed ([`Endpoint::may_manage`]).
 
 use tolk_core::CloseReason;
 use wsn_xml::{ReplyContext, Response, write_response};
@@ -8,6 +8,7 @@ use wsn_xml::{ReplyContext, Response, write_response};
 use crate::endpoint::{Endpoint, Reply};
 use crate::fault::Refusal;
 use crate::lifetime::{Ask, grant, now_unix_millis};
+use crate::login::Caller;
 use crate::subscription::Subscription;
 
 impl Endpoint {
@@ -32,9 +33,10 @@ impl Endpoint {
     }
 
     /// Unsubscribe: the subscription ends now; notifications still queued for it are discarded.
-    pub(crate) fn unsubscribe(&self, id: &str, ctx: &ReplyContext) -> Result<Reply, Refusal> {
-        // An expired subscription not yet swept is unknown, as Renew would find it.
-        self.live_subscription(id)?;
+    pub(crate) fn unsubscribe(&self, id: &str, caller: &Caller, ctx: &ReplyContext) -> Result<Reply, Refusal> {
+        // An expired subscription not yet swept is unknown, as Renew would find it; so is
+        // another user's.
+        self.live_subscription(id, caller)?;
         self.registry
             .remove_subscription(id, CloseReason::ClientClosed)
             .ok_or_else(|| Refusal::resource_unknown("subscription", id))?;

@@ -1,31 +1,54 @@
 //! The NotificationBroker's own operations (WS-BaseNotification 1.3 §3–§4 and
 //! WS-BrokeredNotification's broker role): Notify from publishers into the core, Subscribe, and
-//! GetCurrentMessage from the core's retained store.
+//! GetCurrentMessage from the core's retained store, each held to the caller's rights (the
+//! access-control list on the canonical topic, as for every protocol) and counted in
+//! `tolk_acl_denied_total` when refused.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use axum::http::Uri;
-use tolk_core::{MemoryKind, Message, Origin, Protocol};
-use tracing::{Instrument, debug, info_span};
+use tolk_core::{Denial, MemoryKind, Message, Origin, Protocol};
+use tracing::{Instrument, debug, info, info_span};
 use wsn_xml::{
-    AddressingVersion, EndpointReference, FaultKind, NotificationMessage, ReplyContext, Response, Subscribe,
-    TopicExpression, write_response,
+    AddressingVersion, EndpointReference, FaultKind, NotificationMessage, ReplyContext, Response, SecurityFault,
+    Subscribe, TopicExpression, write_response,
 };
 
 use crate::endpoint::{Endpoint, Reply};
 use crate::fault::{Refusal, shorten};
 use crate::filter::filters_of;
 use crate::lifetime::{Ask, grant, now_unix_millis};
+use crate::login::Caller;
 use crate::subscription::{Consumer, NewSubscription, Subscription};
 use crate::translate::{element_of, message_from_notification};
 
+/// The refusal of a notification on a topic its publisher may not publish to:
+/// `wsse:FailedAuthentication`, which WSS 1.0 §12 defines as "the security token could not be
+/// authenticated or authorized". Notify is one-way and its WSDL declares no fault, so no WS-N
+/// fault is the client's to expect, and the WS-N candidates mean something else:
+/// TopicNotSupportedFault says the broker carries the topic for nobody, and
+/// PublisherRegistrationRejectedFault answers RegisterPublisher. Answered `500` like every SOAP
+/// fault, not `401`: the login succeeded, and asking for credentials again would not help.
+fn publish_refused(topic: &str) -> Refusal {
+    Refusal::new(
+        FaultKind::Security(SecurityFault::FailedAuthentication),
+        format!("not authorized to publish to topic {:?}; nothing of this Notify was published", shorten(topic)),
+    )
+}
+
 impl Endpoint {
     /// Notify from a publisher: every NotificationMessage becomes a core message. All are
-    /// checked before any is published, so a refused Notify publishes nothing.
-    pub(crate) fn notify(&self, notifications: &[NotificationMessage], received_at: Instant) -> Result<Reply, Refusal> {
-        let messages = self.messages_of(notifications, received_at)?;
+    /// checked (topic, payload, the caller's right to publish) before any is published, so a
+    /// refused Notify publishes nothing.
+    pub(crate) fn notify(
+        &self,
+        notifications: &[NotificationMessage],
+        caller: &Caller,
+        received_at: Instant,
+    ) -> Result<Reply, Refusal> {
+        let messages = self.messages_of(notifications, caller, received_at)?;
         let count = messages.len() as u64;
         for message in messages {
             self.router.publish(Arc::new(message));
@@ -34,10 +57,12 @@ impl Endpoint {
         Ok(Reply::Accepted)
     }
 
-    /// The core messages of a Notify, or the fault refusing it.
+    /// The core messages of `caller`'s Notify, or the fault refusing it (the first topic it
+    /// may not publish to is counted as a denial).
     pub(crate) fn messages_of(
         &self,
         notifications: &[NotificationMessage],
+        caller: &Caller,
         received_at: Instant,
     ) -> Result<Vec<Message>, Refusal> {
         notifications
@@ -46,6 +71,13 @@ impl Endpoint {
                 let producer = n.producer_reference.as_ref().map_or("", |r| r.address.as_str());
                 let origin = Origin { protocol: Protocol::Wsn, session: self.publisher, client_id: producer.into() };
                 let mut message = message_from_notification(n, &origin, &self.limits, received_at)?;
+                if let Some(access) = &caller.rights
+                    && !access.may_publish(&message.topic)
+                {
+                    self.router.metrics().protocol(Protocol::Wsn).denied(Denial::Publish);
+                    info!(user = ?caller.user, topic = %shorten(&message.topic), "WS-N Notify refused by the ACL");
+                    return Err(publish_refused(&message.topic));
+                }
                 message.retain = self.config.retain_notify;
                 Ok(message)
             })
@@ -53,10 +85,14 @@ impl Endpoint {
     }
 
     /// Subscribe: a push subscription to an HTTP consumer, or a pull subscription when the
-    /// consumer is one of this broker's pull points.
+    /// consumer is one of `caller`'s pull points. Every filter needs the right to subscribe
+    /// (refused with SubscribeCreationFailedFault, WS-BaseNotification 1.3 §4.2's fault for a
+    /// subscription the broker will not make), and the subscription keeps `caller`'s rights
+    /// for each message it matches.
     pub(crate) async fn subscribe(
         self: &Arc<Self>,
         request: &Subscribe,
+        caller: &Caller,
         ctx: &ReplyContext,
         base: &str,
     ) -> Result<Reply, Refusal> {
@@ -68,6 +104,16 @@ impl Endpoint {
                 format!("only the UseRaw policy is supported, not {}", names.join(", ")),
             ));
         }
+        if let Some(access) = &caller.rights
+            && let Some(denied) = filters.iter().find(|f| !access.may_subscribe(&f.filter))
+        {
+            self.router.metrics().protocol(Protocol::Wsn).denied(Denial::Subscribe);
+            info!(user = ?caller.user, filter = %shorten(&denied.filter), "WS-N Subscribe refused by the ACL");
+            return Err(Refusal::new(
+                FaultKind::SubscribeCreationFailed,
+                format!("not authorized to subscribe to {:?}", shorten(&denied.filter)),
+            ));
+        }
         let now = now_unix_millis();
         let terminates_at = grant(
             Ask::Subscribe,
@@ -76,7 +122,7 @@ impl Endpoint {
             self.config.default_subscription_lifetime,
             self.config.max_subscription_lifetime,
         )?;
-        let consumer = self.consumer_of(&request.consumer_reference, base).await?;
+        let consumer = self.consumer_of(&request.consumer_reference, caller, base).await?;
         let id = self.ids.resource_id();
         let reference = EndpointReference::new(self.subscription_address(base, &id));
         let owner = self.router.next_session_id();
@@ -102,6 +148,8 @@ impl Endpoint {
             terminates_at,
             cancel: self.shutdown.child_token(),
             owner,
+            user: caller.user.clone(),
+            rights: caller.rights.clone(),
         };
         let subscription = Arc::new(Subscription::new(parts, self.router.clone(), target));
         self.registry.insert_subscription(subscription.clone(), self.config.max_subscriptions)?;
@@ -128,11 +176,17 @@ impl Endpoint {
         Ok(Reply::Body(body))
     }
 
-    /// Where a Subscribe's notifications go: one of our pull points (by address), or an
+    /// Where a Subscribe's notifications go: one of `caller`'s pull points (by address), or an
     /// `http://` consumer. Refused: other schemes (https is not supported yet), anonymous
     /// addresses, this broker's own addresses under the name it was reached by or any name
-    /// resolving to its HTTP listener (a loop), and hosts outside `push.consumer_allow`.
-    async fn consumer_of(&self, reference: &EndpointReference, base: &str) -> Result<Consumer, Refusal> {
+    /// resolving to its HTTP listener (a loop), another user's pull point (it would read what
+    /// this caller may), and hosts outside `push.consumer_allow`.
+    async fn consumer_of(
+        &self,
+        reference: &EndpointReference,
+        caller: &Caller,
+        base: &str,
+    ) -> Result<Consumer, Refusal> {
         let failed = |reason: String| Refusal::new(FaultKind::SubscribeCreationFailed, reason);
         let address = reference.address.trim();
         if address == AddressingVersion::W3c.anonymous() || address == AddressingVersion::Submission.anonymous() {
@@ -163,7 +217,7 @@ impl Endpoint {
         let ours = base.split_once("://").is_some_and(|(_, a)| a.eq_ignore_ascii_case(authority.as_str()));
         if let Some(rest) = uri.path().strip_prefix(self.base_path.as_str()) {
             if let Some(id) = rest.strip_prefix("/pullpoints/") {
-                if let Some(pp) = self.registry.pull_point(id) {
+                if let Ok(pp) = self.pull_point_for(id, caller) {
                     pp.touch();
                     return Ok(Consumer::PullPoint(pp));
                 }
@@ -188,9 +242,16 @@ impl Endpoint {
     /// GetCurrentMessage: the retained message of one concrete topic (WS-BaseNotification 1.3
     /// §4.3). tolk keeps no last-value store of its own: the core's retained store answers,
     /// which holds what publishers retained (MQTT retain, or every Notify with `retain_notify`).
+    ///
+    /// A topic `caller` may not read is answered NoCurrentMessageOnTopicFault, with the same
+    /// reason as a topic without a retained message: GetCurrentMessage declares no fault for a
+    /// refusal, and a distinct answer would tell who may not read a topic whether it holds a
+    /// message. The refusal is counted (`tolk_acl_denied_total{operation="read"}`), as the router
+    /// counts a message it withholds from a subscriber.
     pub(crate) fn get_current_message(
         &self,
         expression: &TopicExpression,
+        caller: &Caller,
         ctx: &ReplyContext,
     ) -> Result<Reply, Refusal> {
         let filters = expression.to_filters().map_err(|e| Refusal::new(e.fault_kind(), e.to_string()))?;
@@ -201,12 +262,20 @@ impl Endpoint {
             ));
         }
         let mapped = expression.to_topic().map_err(|e| Refusal::new(e.fault_kind(), e.to_string()))?;
-        let current = self.router.retained(&mapped.topic).into_iter().next().ok_or_else(|| {
+        let none = || {
             Refusal::new(
                 FaultKind::NoCurrentMessageOnTopic,
                 format!("no current (retained) message on topic {:?}", shorten(&mapped.topic)),
             )
-        })?;
+        };
+        if let Some(access) = &caller.rights
+            && !access.may_read(&mapped.topic)
+        {
+            self.router.metrics().protocol(Protocol::Wsn).denied(Denial::Read);
+            info!(user = ?caller.user, topic = %shorten(&mapped.topic), "WS-N GetCurrentMessage refused by the ACL");
+            return Err(none());
+        }
+        let current = self.router.retained(&mapped.topic).into_iter().next().ok_or_else(none)?;
         let element = element_of(&current, &self.limits);
         Ok(Reply::Body(write_response(ctx, &Response::GetCurrentMessage { message: &element })))
     }

@@ -39,6 +39,9 @@ struct Held {
 pub(crate) struct PullPoint {
     /// The last segment of its address.
     pub id: String,
+    /// The user who created it (`None`: anonymous), the only one who may use it once users
+    /// are verified.
+    pub user: Option<String>,
     /// Where subscriptions deliver; only the forwarding task reads it.
     staging: OutboxReceiver,
     held: Mutex<Held>,
@@ -56,6 +59,7 @@ impl PullPoint {
     pub(crate) fn new(
         router: &Router,
         id: String,
+        user: Option<String>,
         config: &PullPointConfig,
         bytes: Arc<PullPointBytes>,
         cancel: CancellationToken,
@@ -69,6 +73,7 @@ impl PullPoint {
             router.outbox(router.next_session_id(), Protocol::Wsn, capacity, max_bytes, MemoryKind::Outbox);
         PullPoint {
             id,
+            user,
             staging,
             held: Mutex::default(),
             forwarded: Notify::new(),

@@ -1,7 +1,8 @@
 //! The CreatePullPoint and PullPoint operations (WS-BaseNotification 1.3 §5.1–§5.3):
 //! CreatePullPoint on the broker address; GetMessages, DestroyPullPoint and Notify (a pull
-//! point is a NotificationConsumer too) on the pull point's own address. The buffer and its
-//! byte bounds are [`crate::pullpoint`]'s.
+//! point is a NotificationConsumer too) on the pull point's own address, by the user who
+//! created it ([`Endpoint::may_manage`]). The buffer and its byte bounds are
+//! [`crate::pullpoint`]'s.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -13,21 +14,20 @@ use wsn_xml::{EndpointReference, FaultKind, NotificationMessage, ReplyContext, R
 
 use crate::endpoint::{Endpoint, Reply};
 use crate::fault::Refusal;
+use crate::login::Caller;
 use crate::pullpoint::PullPoint;
 use crate::translate::{namespace_for, notification_of};
 
 impl Endpoint {
-    fn pull_point_or_fault(&self, id: &str) -> Result<Arc<PullPoint>, Refusal> {
-        self.registry.pull_point(id).ok_or_else(|| Refusal::resource_unknown("pull point", id))
-    }
-
     /// CreatePullPoint: a new, empty pull point with its own address, and its forwarding task.
-    pub(crate) fn create_pull_point(&self, ctx: &ReplyContext, base: &str) -> Result<Reply, Refusal> {
+    /// It belongs to `caller`: only that user may subscribe it, pull from it or destroy it.
+    pub(crate) fn create_pull_point(&self, caller: &Caller, ctx: &ReplyContext, base: &str) -> Result<Reply, Refusal> {
         let id = self.ids.resource_id();
         let reference = EndpointReference::new(self.pull_point_address(base, &id));
         let config = &self.config.pull_point;
         let bytes = self.pull_point_bytes.clone();
-        let pull_point = Arc::new(PullPoint::new(&self.router, id, config, bytes, self.shutdown.child_token()));
+        let owner = caller.user.clone();
+        let pull_point = Arc::new(PullPoint::new(&self.router, id, owner, config, bytes, self.shutdown.child_token()));
         self.registry.insert_pull_point(pull_point.clone(), config.max_pull_points)?;
         self.tracker.spawn(pull_point.forward(self.router.clone()));
         Ok(Reply::Body(write_response(ctx, &Response::CreatePullPoint { pull_point: &reference })))
@@ -38,11 +38,10 @@ impl Endpoint {
     /// matched it.
     pub(crate) async fn get_messages(
         &self,
-        id: &str,
+        pull_point: &PullPoint,
         maximum_number: Option<u32>,
         ctx: &ReplyContext,
     ) -> Result<Reply, Refusal> {
-        let pull_point = self.pull_point_or_fault(id)?;
         let max = maximum_number
             .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
             .min(self.config.pull_point.max_messages);
@@ -88,24 +87,26 @@ impl Endpoint {
     }
 
     /// DestroyPullPoint: the pull point, what it holds, and the subscriptions feeding it go.
-    pub(crate) fn destroy_pull_point(&self, id: &str, ctx: &ReplyContext) -> Result<Reply, Refusal> {
+    pub(crate) fn destroy_pull_point(&self, id: &str, caller: &Caller, ctx: &ReplyContext) -> Result<Reply, Refusal> {
+        self.pull_point_for(id, caller)?;
         self.registry
             .remove_pull_point(id, CloseReason::ClientClosed)
             .ok_or_else(|| Refusal::resource_unknown("pull point", id))?;
         Ok(Reply::Body(write_response(ctx, &Response::DestroyPullPoint)))
     }
 
-    /// Notify sent to a pull point's address: stored for GetMessages, not published. A Notify
-    /// the pull point has no room for is refused whole, with a fault, so that the publisher
-    /// knows (and can retry) instead of losing it silently.
+    /// Notify sent to a pull point's address (by its owner): stored for GetMessages, not
+    /// published, though each topic still needs the right to publish to it. A Notify the pull
+    /// point has no room for is refused whole, with a fault, so that the publisher knows (and
+    /// can retry) instead of losing it silently.
     pub(crate) fn notify_pull_point(
         &self,
-        id: &str,
+        pull_point: &PullPoint,
         notifications: &[NotificationMessage],
+        caller: &Caller,
         received_at: Instant,
     ) -> Result<Reply, Refusal> {
-        let pull_point = self.pull_point_or_fault(id)?;
-        let messages = self.messages_of(notifications, received_at)?;
+        let messages = self.messages_of(notifications, caller, received_at)?;
         let count = messages.len() as u64;
         let counters = self.router.metrics().protocol(Protocol::Wsn);
         let now = Instant::now();

@@ -6,13 +6,20 @@
 //! point consumer). Pausing removes the core subscriptions, so nothing queues up while paused;
 //! resuming adds them back. Dropping the link removes them, so a subscription cannot leak
 //! router entries whatever path removes it.
+//!
+//! A subscription keeps its subscriber's rights: each core subscription carries a
+//! [`ReadCheck`], so the router withholds a message on a topic the subscriber may not read
+//! (a `deny` rule inside the filter, or an ACL reloaded since).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::http::Uri;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tolk_core::{Outbox, QoS, Router, SessionId, Subscription as CoreSubscription, SubscriptionOptions, Target};
+use tolk_core::access::{ReadCheck, Rights};
+use tolk_core::{
+    Outbox, Protocol, QoS, Router, SessionId, Subscription as CoreSubscription, SubscriptionOptions, Target,
+};
 use wsn_xml::{AddressingVersion, EndpointReference, SoapVersion};
 
 use crate::filter::TopicFilter;
@@ -32,17 +39,19 @@ pub(crate) enum Consumer {
 }
 
 /// The core side of a subscription: a subscriber id whose core subscriptions deliver into one
-/// outbox. Removes them all when dropped.
+/// outbox, each checking the subscriber's rights per message. Removes them all when dropped.
 pub(crate) struct CoreLink {
     router: Router,
     owner: SessionId,
     target: Outbox,
     tag: u64,
+    read_check: Option<ReadCheck>,
 }
 
 impl CoreLink {
-    pub(crate) fn new(router: Router, owner: SessionId, target: Outbox, tag: u64) -> Self {
-        CoreLink { router, owner, target, tag }
+    pub(crate) fn new(router: Router, owner: SessionId, target: Outbox, tag: u64, rights: Rights) -> Self {
+        let read_check = rights.map(|access| ReadCheck { access, protocol: Protocol::Wsn });
+        CoreLink { router, owner, target, tag, read_check }
     }
 
     /// Subscribes every filter. At most once: a WS-N consumer acknowledges nothing but the
@@ -55,7 +64,7 @@ impl CoreLink {
                 tag: self.tag,
                 options: SubscriptionOptions { max_qos: QoS::AtMostOnce, ..SubscriptionOptions::default() },
                 target: Target::Outbox(self.target.clone()),
-                read_check: None,
+                read_check: self.read_check.clone(),
             };
             if let Err(e) = self.router.subscribe(&f.filter, subscription) {
                 // Filters were validated at Subscribe; this would be a bug, not bad input.
@@ -86,6 +95,9 @@ struct State {
 pub(crate) struct Subscription {
     /// The last segment of its address.
     pub id: String,
+    /// The user who subscribed (`None`: anonymous), the only one who may manage it once users
+    /// are verified.
+    pub user: Option<String>,
     /// Its core tag, echoed in deliveries so a pull point knows which subscription matched.
     pub tag: u64,
     /// Its subscription manager reference: `{base}{path}/subscriptions/{id}`.
@@ -121,14 +133,19 @@ pub(crate) struct NewSubscription {
     pub cancel: CancellationToken,
     /// The core subscriber id its filters are subscribed under.
     pub owner: SessionId,
+    /// The user who subscribed.
+    pub user: Option<String>,
+    /// That user's rights, checked for every message its filters match.
+    pub rights: Rights,
 }
 
 impl Subscription {
     /// A subscription delivering into `target`, not yet attached to the router.
     pub(crate) fn new(parts: NewSubscription, router: Router, target: Outbox) -> Self {
-        let link = CoreLink::new(router, parts.owner, target, parts.tag);
+        let link = CoreLink::new(router, parts.owner, target, parts.tag, parts.rights);
         Subscription {
             id: parts.id,
+            user: parts.user,
             tag: parts.tag,
             reference: parts.reference,
             filters: parts.filters,

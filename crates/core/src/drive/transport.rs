@@ -10,6 +10,7 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::BytesMut;
@@ -76,13 +77,32 @@ pub struct Layered {
     /// Bytes the layer took whose flush is still under way.
     flushing: Option<usize>,
     kind: TransportKind,
+    identity: Option<Arc<str>>,
 }
 
 impl Transport {
     /// A connection over `stream`, a TLS stream or a WebSocket adapted to bytes.
     pub fn layered(stream: impl ByteStream, kind: TransportKind) -> Transport {
         let (reader, writer) = tokio::io::split(Box::new(stream) as Box<dyn ByteStream>);
-        Transport::Layered(Box::new(Layered { reader, writer, flushing: None, kind }))
+        Transport::Layered(Box::new(Layered { reader, writer, flushing: None, kind, identity: None }))
+    }
+
+    /// The same transport, whose client a TLS client certificate names (`[tls]
+    /// use_identity_as_username`). Plain TCP has no such name: it is left as it is.
+    pub fn with_identity(mut self, identity: Option<String>) -> Transport {
+        if let Transport::Layered(layered) = &mut self {
+            layered.identity = identity.map(Arc::from);
+        }
+        self
+    }
+
+    /// The user name a client certificate gave, which wins over the credentials the client
+    /// sends (see [`crate::auth::Credentials::with_identity`]).
+    pub fn identity(&self) -> Option<Arc<str>> {
+        match self {
+            Transport::Tcp(_) => None,
+            Transport::Layered(layered) => layered.identity.clone(),
+        }
     }
 
     /// What it runs over.

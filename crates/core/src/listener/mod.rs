@@ -253,7 +253,7 @@ fn serve_connection<H: ConnectionHandler>(
 /// The server side of a TLS handshake; why the connection ended when it failed.
 async fn handshake(tls: Arc<Tls>, stream: TcpStream) -> Result<Transport, CloseReason> {
     match tls.accept(stream).await {
-        Ok(stream) => Ok(Transport::layered(stream, TransportKind::Tls)),
+        Ok((stream, identity)) => Ok(Transport::layered(stream, TransportKind::Tls).with_identity(identity)),
         Err(error) => {
             info!(%error, "TLS handshake failed");
             Err(CloseReason::ProtocolError)

@@ -21,6 +21,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tolk_core::auth::{AllowAll, Authenticator};
 use tolk_core::frontend::{FrontEnd, FrontEndContext};
 use tolk_core::{Message, Metrics, Origin, Protocol, Router, RouterConfig, Session};
 use tolk_wsn::{PullPointConfig, PushConfig, WsnConfig, WsnFrontEnd};
@@ -62,8 +63,14 @@ pub struct Broker {
 
 impl Broker {
     pub async fn start(config: WsnConfig) -> Broker {
+        Broker::start_with_auth(config, Arc::new(AllowAll)).await
+    }
+
+    /// A broker whose users and rights `auth` decides (as the broker's `[auth]` section does).
+    pub async fn start_with_auth(config: WsnConfig, auth: Arc<dyn Authenticator>) -> Broker {
         let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
-        let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
+        let mut ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
+        ctx.auth = auth;
         let started = Box::new(WsnFrontEnd::new(config)).start(ctx.clone()).await.expect("WS-N starts");
         let app = started.routes.expect("WS-N serves routes");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -71,6 +78,8 @@ impl Broker {
         ctx.http_addr.set(addr).unwrap();
         let shutdown = ctx.shutdown.clone();
         ctx.tracker.spawn(async move {
+            // With the peer's address, as the broker's HTTP server gives it (logged on refusals).
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await.unwrap();
         });
         Broker { addr, router, ctx, http: Http::new() }
@@ -106,6 +115,17 @@ impl Broker {
     /// POSTs a document to an absolute address handed out by the broker.
     pub async fn post_to(&self, address: &str, body: impl Into<Bytes>) -> Reply {
         self.http.post(address, CT11, body.into()).await
+    }
+
+    /// POSTs a document to an absolute address with extra HTTP headers (`Authorization`).
+    pub async fn post_with(
+        &self,
+        address: &str,
+        content_type: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Reply {
+        self.http.post_with(address, content_type, headers, body.into()).await
     }
 
     /// A core session as an MQTT client would have.
@@ -146,6 +166,7 @@ pub struct Http {
 pub struct Reply {
     pub status: u16,
     pub content_type: String,
+    pub headers: HeaderMap,
     pub body: String,
 }
 
@@ -185,13 +206,22 @@ impl Http {
     }
 
     pub async fn post(&self, url: &str, content_type: &str, body: Bytes) -> Reply {
-        let request = Request::post(url).header("content-type", content_type).body(Full::new(body)).unwrap();
+        self.post_with(url, content_type, &[], body).await
+    }
+
+    pub async fn post_with(&self, url: &str, content_type: &str, headers: &[(&str, &str)], body: Bytes) -> Reply {
+        let mut request = Request::post(url).header("content-type", content_type);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(body)).unwrap();
         let response = tokio::time::timeout(WAIT, self.client.request(request)).await.expect("answer in time").unwrap();
         let status = response.status().as_u16();
         let content_type =
             response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+        let headers = response.headers().clone();
         let body = response.into_body().collect().await.unwrap().to_bytes();
-        Reply { status, content_type, body: String::from_utf8(body.to_vec()).unwrap() }
+        Reply { status, content_type, headers, body: String::from_utf8(body.to_vec()).unwrap() }
     }
 }
 
