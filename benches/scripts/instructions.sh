@@ -9,7 +9,9 @@
 # valgrind drops messages at the full outbox, and a drop is cheaper than a delivery.
 #
 # Usage: benches/scripts/instructions.sh BIN [BIN...]
-#   e.g. benches/scripts/instructions.sh /tmp/old/tolk target/release/tolk
+#   e.g. benches/scripts/instructions.sh /tmp/old/tolk target/release/tolk /usr/sbin/mosquitto
+#   A BIN named mosquitto is counted as the peer (MQTT only), with MOSQUITTO_EXTRA appended to
+#   its configuration (e.g. `acl_file /path`).
 # Environment: PROTOCOL (mqtt, the default, stomp or amqp), SMALL (default 1000), LARGE
 #   (default 4000), EXTRA (TOML appended to each config, e.g. an [auth] section with an
 #   acl_file, to count what access checks cost); tolk-bench is built in release if missing.
@@ -34,19 +36,27 @@ instructions() {
     dir=$(mktemp -d)
     free_port; local port=$FREE_PORT
     free_port; local http=$FREE_PORT
-    {
-        printf 'data_dir = "%s"\n[http]\nbind = "127.0.0.1:%s"\n[mqttsn]\nenabled = false\n' "$dir/data" "$http"
-        for p in mqtt stomp amqp; do
-            if [[ $p == "$PROTOCOL" ]]; then
-                printf '[%s]\nbind = "127.0.0.1:%s"\n' "$p" "$port"
-            else
-                printf '[%s]\nenabled = false\n' "$p"
-            fi
-        done
-        printf '%s\n' "${EXTRA:-}"
-    } >"$dir/tolk.toml"
-    valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" "$bin" --config "$dir/tolk.toml" \
-        >"$dir/log" 2>&1 &
+    local args
+    if [[ $(basename "$bin") == mosquitto ]]; then
+        # The peer, for MQTT: the same load and the same count. Its queue per client is
+        # unbounded, so that a subscriber slowed down by valgrind loses nothing.
+        printf 'user root\nlistener %s 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\n%s\n' "$port" "${MOSQUITTO_EXTRA:-}" >"$dir/mosquitto.conf"
+        args=(-c "$dir/mosquitto.conf")
+    else
+        {
+            printf 'data_dir = "%s"\n[http]\nbind = "127.0.0.1:%s"\n[mqttsn]\nenabled = false\n' "$dir/data" "$http"
+            for p in mqtt stomp amqp; do
+                if [[ $p == "$PROTOCOL" ]]; then
+                    printf '[%s]\nbind = "127.0.0.1:%s"\n' "$p" "$port"
+                else
+                    printf '[%s]\nenabled = false\n' "$p"
+                fi
+            done
+            printf '%s\n' "${EXTRA:-}"
+        } >"$dir/tolk.toml"
+        args=(--config "$dir/tolk.toml")
+    fi
+    valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" "$bin" "${args[@]}" >"$dir/log" 2>&1 &
     local pid=$!
     wait_port "$port" "$pid" "$dir/log" >&2
     out=$("$BENCH" fan-in --qos 1 --messages "$messages" --target "$PROTOCOL://127.0.0.1:$port")
@@ -58,6 +68,7 @@ instructions() {
     kill -INT "$pid"
     wait "$pid" || true
     sed -n 's/^summary: //p' "$dir/callgrind.out"
+    if [[ -n ${KEEP:-} ]]; then cp "$dir/callgrind.out" "$KEEP.$messages"; fi
     rm -rf "$dir"
 }
 
