@@ -124,6 +124,26 @@ def test_mqtt_publishes_outside_the_write_rules_are_refused(acl_broker):
             c.close()
 
 
+def test_a_will_the_client_may_not_publish_refuses_the_connect(acl_broker):
+    def connack(will_topic):
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="acl-bob-will", protocol=mqtt.MQTTv5)
+        client.username_pw_set("bob", PASSWORDS["bob"])
+        client.will_set(will_topic, b"gone", qos=1)
+        answered, codes = threading.Event(), []
+        client.on_connect = lambda c, u, f, reason, p: (codes.append(reason.value), answered.set())
+        client.connect(acl_broker.host, acl_broker.port("mqtt"))
+        client.loop_start()
+        try:
+            assert answered.wait(TIMEOUT), "no CONNACK"
+            return codes[0]
+        finally:
+            client.loop_stop()
+            client.disconnect()
+
+    assert connack("cmd/alice") == 0x87  # Not authorized: the will could never be published
+    assert connack("sensors/bob/state") == 0
+
+
 def test_mosquitto_sub_with_u_and_p_is_denied_a_subscription(acl_broker):
     base = ["mosquitto_sub", "-h", acl_broker.host, "-p", str(acl_broker.port("mqtt")), "-V", "5", "-C", "1", "-W", "5"]
     denied = subprocess.run(base + ["-u", "bob", "-P", "b0b!", "-t", "cmd/alice"], capture_output=True, text=True, timeout=TIMEOUT)
