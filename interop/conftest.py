@@ -4,9 +4,11 @@ The broker's own `--print-default-config` is the template: every `bind = "host:p
 gets a free loopback port, so a new protocol section is picked up without touching this file.
 """
 
+import contextlib
 import os
 import queue
 import re
+import shutil
 import socket
 import subprocess
 import time
@@ -115,6 +117,28 @@ class Broker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 raise
+
+
+@contextlib.contextmanager
+def mosquitto(workdir: Path, config: str):
+    """Debian's Mosquitto on a free loopback port with `config` lines added; yields the port
+    once every listener is open."""
+    port = free_port()
+    conf = workdir / "mosquitto.conf"
+    # user root: Mosquitto started as root would switch to its own user, which cannot read here.
+    conf.write_text(f"user root\nlistener {port} 127.0.0.1\n{config}\n")
+    binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    process = subprocess.Popen([binary, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in process.stdout:
+            if line.rstrip().endswith(" running"):
+                break
+        else:
+            raise RuntimeError(f"mosquitto did not start with {conf}")
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 @pytest.fixture(scope="session")

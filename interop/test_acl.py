@@ -9,7 +9,6 @@ bob:   read sensors/# but not sensors/secret/#, write sensors/bob/#, read cmd/bo
 MQTT-SN client id sn-bob logs in as bob."""
 
 import queue
-import shutil
 import signal
 import subprocess
 import threading
@@ -20,11 +19,11 @@ import paho.mqtt.client as mqtt
 import pika
 import pytest
 import stomp
-from mqttsn12.client.MqttSnClient import MqttSnClient, MqttSnListener
+from mqttsn12.client.MqttSnClient import MqttSnListener
 from mqttsn12.client.MqttSnClientException import MqttSnClientException
-from test_mqttsn import Sub
+from test_mqttsn import Sub, api_client
 
-from conftest import ROOT, Broker, StompInbox, free_port
+from conftest import ROOT, Broker, StompInbox, mosquitto
 
 FIXTURES = ROOT / "crates" / "auth" / "tests" / "fixtures"
 PASSWD = FIXTURES / "passwd"
@@ -230,24 +229,15 @@ def test_amqp_and_stomp_use_queues_their_queue_lines_grant(acl_broker):
         connection.close()
 
 
-def sn_client(broker, client_id):
-    client = MqttSnClient()
-    client.set_client_id(client_id)
-    client.set_keep_alive(60)
-    client.set_timeout(5)
-    client.open(broker.host, broker.port("mqttsn"))
-    return client
-
-
 def test_mqttsn_client_ids_map_to_users(acl_broker):
-    stranger = sn_client(acl_broker, "sn-stranger")
+    stranger = api_client(acl_broker, "sn-stranger")
     try:
         # No password file user, and anonymous clients are not allowed.
         with pytest.raises(MqttSnClientException, match="not supported"):
             stranger.send_connect()
     finally:
         stranger.close()
-    bob = sn_client(acl_broker, "sn-bob")
+    bob = api_client(acl_broker, "sn-bob")
     try:
         bob.send_connect()
         bob.send_subscribe("sensors/#", 1, MqttSnListener())
@@ -319,15 +309,7 @@ def test_sighup_reloads_the_acl_for_connected_clients(acl_broker):
 
 
 def test_mosquitto_reads_the_same_files_and_withholds_the_same_messages(tmp_path):
-    port = free_port()
-    conf = tmp_path / "mosquitto.conf"
-    conf.write_text(f"user root\nlistener {port} 127.0.0.1\npassword_file {PASSWD}\nacl_file {ACL}\n")
-    mosquitto_bin = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    mosquitto = subprocess.Popen([mosquitto_bin, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        for line in mosquitto.stdout:
-            if line.rstrip().endswith(" running"):  # listening on every listener
-                break
+    with mosquitto(tmp_path, f"password_file {PASSWD}\nacl_file {ACL}") as port:
         bob = Mqtt("127.0.0.1", port, "bob", "m-bob")
         alice = Mqtt("127.0.0.1", port, "alice", "m-alice")
         try:
@@ -338,9 +320,6 @@ def test_mosquitto_reads_the_same_files_and_withholds_the_same_messages(tmp_path
         finally:
             bob.close()
             alice.close()
-    finally:
-        mosquitto.terminate()
-        mosquitto.wait(TIMEOUT)
 
 
 @pytest.fixture(scope="module")

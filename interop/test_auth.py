@@ -4,7 +4,6 @@ alice / "wonder land" and bob with the default $7$ PBKDF2-SHA512, carol with the
 For each protocol: the right password is accepted, a wrong one and no login are refused with
 the protocol's own answer."""
 
-import shutil
 import subprocess
 import threading
 
@@ -13,7 +12,7 @@ import pika
 import pytest
 import stomp
 
-from conftest import ROOT, Broker
+from conftest import ROOT, Broker, mosquitto
 
 PASSWD = ROOT / "crates" / "auth" / "tests" / "fixtures" / "passwd"
 TIMEOUT = 10
@@ -94,7 +93,7 @@ def test_pika_plain(auth_broker):
 
 def test_a_file_from_tolk_passwd_works_in_mosquitto(tmp_path):
     """`tolk passwd` writes mosquitto_passwd's format: Mosquitto itself checks the hash."""
-    from conftest import BINARY, free_port
+    from conftest import BINARY
 
     passwd = tmp_path / "passwd"
     subprocess.run([str(BINARY), "passwd", str(passwd), "dora"], input="dora's pw\n", text=True, check=True)
@@ -102,21 +101,9 @@ def test_a_file_from_tolk_passwd_works_in_mosquitto(tmp_path):
     subprocess.run([str(BINARY), "passwd", str(passwd), "eve", "--delete"], check=True)
     assert [line.split(":")[0] for line in passwd.read_text().splitlines()] == ["dora"]
 
-    port = free_port()
-    conf = tmp_path / "mosquitto.conf"
-    # user root: Mosquitto started as root would switch to its own user, which cannot read here.
-    conf.write_text(f"user root\nlistener {port} 127.0.0.1\nallow_anonymous false\npassword_file {passwd}\n")
-    mosquitto_bin = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    mosquitto = subprocess.Popen([mosquitto_bin, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        for line in mosquitto.stdout:
-            if line.rstrip().endswith(" running"):  # listening on every listener
-                break
+    with mosquitto(tmp_path, f"allow_anonymous false\npassword_file {passwd}") as port:
         base = ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-t", "t", "-m", "m"]
         ok = subprocess.run(base + ["-u", "dora", "-P", "dora's pw"], capture_output=True, text=True, timeout=TIMEOUT)
         assert ok.returncode == 0, ok.stderr
         bad = subprocess.run(base + ["-u", "dora", "-P", "dora"], capture_output=True, text=True, timeout=TIMEOUT)
         assert bad.returncode != 0, bad.stderr
-    finally:
-        mosquitto.terminate()
-        mosquitto.wait(TIMEOUT)

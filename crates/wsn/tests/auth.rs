@@ -219,15 +219,7 @@ async fn a_deny_rule_inside_a_granted_filter_withholds_those_messages() {
     retained.retain = true;
     mqtt.publish(Arc::new(retained));
     let withheld = denied(&broker, Denial::Read);
-    let current = |topic: &str| {
-        envelope(
-            SOAP11,
-            "",
-            &format!(
-                r#"<wsnt:GetCurrentMessage><wsnt:Topic Dialect="{CONCRETE}" xmlns:tns="urn:t">tns:{topic}</wsnt:Topic></wsnt:GetCurrentMessage>"#
-            ),
-        )
-    };
+    let current = |topic: &str| get_current_message_doc(SOAP11, CONCRETE, &format!("tns:{topic}"));
     let hidden = post_as(&broker, ALICE, &broker.url("/wsn"), current("sensors/secret/key")).await;
     hidden.assert_fault(500, "NoCurrentMessageOnTopicFault");
     assert!(!hidden.body.contains("hidden"));

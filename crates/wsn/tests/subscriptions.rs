@@ -199,15 +199,7 @@ async fn idle_pull_points_are_destroyed() {
 #[tokio::test]
 async fn get_current_message_answers_from_the_retained_store() {
     let broker = Broker::start(test_config()).await;
-    let doc = |topic: &str| {
-        envelope(
-            SOAP12,
-            "",
-            &format!(
-                r#"<wsnt:GetCurrentMessage><wsnt:Topic Dialect="{CONCRETE}" xmlns:tns="urn:t">{topic}</wsnt:Topic></wsnt:GetCurrentMessage>"#
-            ),
-        )
-    };
+    let doc = |topic: &str| get_current_message_doc(SOAP12, CONCRETE, topic);
     broker.post("/wsn", CT12, doc("tns:status/door")).await.assert_fault(500, "NoCurrentMessageOnTopicFault");
     let mqtt = broker.mqtt_session();
     let origin = Origin { protocol: Protocol::Mqtt, session: mqtt.id(), client_id: "m".into() };
@@ -217,13 +209,7 @@ async fn get_current_message_answers_from_the_retained_store() {
     let reply = broker.post("/wsn", CT12, doc("tns:status/door")).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(reply.body.contains(r#"encoding="text">open</tolk:Payload>"#), "{}", reply.body);
-    let union = envelope(
-        SOAP12,
-        "",
-        &format!(
-            r#"<wsnt:GetCurrentMessage><wsnt:Topic Dialect="{FULL}" xmlns:tns="urn:t">tns:a | tns:b</wsnt:Topic></wsnt:GetCurrentMessage>"#
-        ),
-    );
+    let union = get_current_message_doc(SOAP12, FULL, "tns:a | tns:b");
     broker.post("/wsn", CT12, union).await.assert_fault(500, "MultipleTopicsSpecifiedFault");
     broker.stop().await;
 }
@@ -234,13 +220,7 @@ async fn retain_notify_makes_wsn_messages_current() {
     config.retain_notify = true;
     let broker = Broker::start(config).await;
     assert_eq!(broker.post("/wsn", CT11, notify_doc(SOAP11, &[("tns:last", "<v>9</v>")])).await.status, 202);
-    let doc = envelope(
-        SOAP11,
-        "",
-        &format!(
-            r#"<wsnt:GetCurrentMessage><wsnt:Topic Dialect="{SIMPLE}" xmlns:tns="urn:t">tns:last</wsnt:Topic></wsnt:GetCurrentMessage>"#
-        ),
-    );
+    let doc = get_current_message_doc(SOAP11, SIMPLE, "tns:last");
     let reply = broker.post("/wsn", CT11, doc).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(reply.body.contains("<v>9</v>"), "{}", reply.body);

@@ -345,6 +345,14 @@ pub fn notify_doc(soap_ns: &str, messages: &[(&str, &str)]) -> String {
     envelope(soap_ns, "", &body)
 }
 
+/// A GetCurrentMessage for `topic` (prefix `tns:` for `urn:t`) in the given dialect.
+pub fn get_current_message_doc(soap_ns: &str, dialect: &str, topic: &str) -> String {
+    let body = format!(
+        r#"<wsnt:GetCurrentMessage><wsnt:Topic Dialect="{dialect}" xmlns:tns="urn:t">{topic}</wsnt:Topic></wsnt:GetCurrentMessage>"#
+    );
+    envelope(soap_ns, "", &body)
+}
+
 /// A request with an empty operation element (`Unsubscribe`, `PauseSubscription`…).
 pub fn simple_doc(operation: &str) -> String {
     envelope(SOAP11, "", &format!("<wsnt:{operation}/>"))
