@@ -11,9 +11,11 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
+import paho.mqtt.client as paho
 import pytest
 import stomp
 import trustme
@@ -117,6 +119,25 @@ class Broker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 raise
+
+
+def mqtt_connect(broker, user, password, version=paho.MQTTv311, will_topic=None):
+    """The CONNACK's reason as paho reports it (3.1.1 return codes are mapped to MQTT 5 names)."""
+    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"connect-{user}", protocol=version)
+    if user is not None:
+        client.username_pw_set(user, password)
+    if will_topic is not None:
+        client.will_set(will_topic, b"gone", qos=1)
+    answered, codes = threading.Event(), []
+    client.on_connect = lambda c, u, flags, reason, props: (codes.append(reason), answered.set())
+    client.connect(broker.host, broker.port("mqtt"))
+    client.loop_start()
+    try:
+        assert answered.wait(10), "no CONNACK"
+        return codes[0]
+    finally:
+        client.loop_stop()
+        client.disconnect()
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from mqttsn12.client.MqttSnClient import MqttSnListener
 from mqttsn12.client.MqttSnClientException import MqttSnClientException
 from test_mqttsn import Sub, api_client
 
-from conftest import ROOT, Broker, StompInbox, mosquitto
+from conftest import ROOT, Broker, StompInbox, mosquitto, mqtt_connect
 
 FIXTURES = ROOT / "crates" / "auth" / "tests" / "fixtures"
 PASSWD = FIXTURES / "passwd"
@@ -125,19 +125,7 @@ def test_mqtt_publishes_outside_the_write_rules_are_refused(acl_broker):
 
 def test_a_will_the_client_may_not_publish_refuses_the_connect(acl_broker):
     def connack(will_topic):
-        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="acl-bob-will", protocol=mqtt.MQTTv5)
-        client.username_pw_set("bob", PASSWORDS["bob"])
-        client.will_set(will_topic, b"gone", qos=1)
-        answered, codes = threading.Event(), []
-        client.on_connect = lambda c, u, f, reason, p: (codes.append(reason.value), answered.set())
-        client.connect(acl_broker.host, acl_broker.port("mqtt"))
-        client.loop_start()
-        try:
-            assert answered.wait(TIMEOUT), "no CONNACK"
-            return codes[0]
-        finally:
-            client.loop_stop()
-            client.disconnect()
+        return mqtt_connect(acl_broker, "bob", PASSWORDS["bob"], mqtt.MQTTv5, will_topic).value
 
     assert connack("cmd/alice") == 0x87  # Not authorized: the will could never be published
     assert connack("sensors/bob/state") == 0

@@ -5,14 +5,13 @@ For each protocol: the right password is accepted, a wrong one and no login are 
 the protocol's own answer."""
 
 import subprocess
-import threading
 
 import paho.mqtt.client as mqtt
 import pika
 import pytest
 import stomp
 
-from conftest import ROOT, Broker, mosquitto
+from conftest import ROOT, Broker, mosquitto, mqtt_connect
 
 PASSWD = ROOT / "crates" / "auth" / "tests" / "fixtures" / "passwd"
 TIMEOUT = 10
@@ -30,23 +29,6 @@ def auth_broker(tmp_path_factory):
     yield b
     b.stop()
     assert b.process.returncode == 0, b.log.read_text()
-
-
-def mqtt_connect(broker, user, password, version=mqtt.MQTTv311):
-    """The CONNACK's reason as paho reports it (3.1.1 return codes are mapped to MQTT 5 names)."""
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"auth-{user}", protocol=version)
-    if user is not None:
-        client.username_pw_set(user, password)
-    answered, codes = threading.Event(), []
-    client.on_connect = lambda c, u, flags, reason, props: (codes.append(reason), answered.set())
-    client.connect(broker.host, broker.port("mqtt"))
-    client.loop_start()
-    try:
-        assert answered.wait(TIMEOUT), "no CONNACK"
-        return codes[0]
-    finally:
-        client.loop_stop()
-        client.disconnect()
 
 
 def test_mqtt_paho_right_wrong_and_no_password(auth_broker):
