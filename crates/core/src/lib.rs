@@ -19,6 +19,7 @@ mod outbox;
 mod queue;
 mod retained;
 mod router;
+pub mod store;
 pub mod topic;
 mod trie;
 

@@ -1,0 +1,126 @@
+//! Durable state: what the broker promised to keep across a crash. One interface in the core,
+//! so that no front end touches a file: the core hands the [`Store`] changes to spaces of
+//! keyed records, and the store applies them in order, syncing them to disk as its policy
+//! says. The engine behind it lives in `tolk-store`.
+//!
+//! Records are encoded here ([`record`]), so that the engine stores opaque bytes and the
+//! format of a kept message is defined once, next to the message.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::sync::oneshot;
+
+pub mod record;
+
+/// A set of records with one meaning; each space is one keyspace (or table) of the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// The retained message of each topic, keyed by topic.
+    Retained,
+}
+
+impl Space {
+    /// Every space, for engines that create them at open.
+    pub const ALL: &'static [Space] = &[Space::Retained];
+
+    /// The space's name on disk.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Space::Retained => "retained",
+        }
+    }
+}
+
+/// One change to a space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Sets `key` to `value`.
+    Put {
+        /// Where.
+        space: Space,
+        /// The record's key.
+        key: Vec<u8>,
+        /// The encoded record.
+        value: Vec<u8>,
+    },
+    /// Removes `key` (nothing if absent).
+    Delete {
+        /// Where.
+        space: Space,
+        /// The record's key.
+        key: Vec<u8>,
+    },
+}
+
+/// Why the store could not keep something.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The store is at `[storage] max_bytes`: the change was not applied. Publishers are
+    /// refused with their protocol's signal.
+    #[error("the store is full ([storage] max_bytes)")]
+    Full,
+    /// The engine failed (disk full, I/O error); the change may not be durable.
+    #[error("store: {0}")]
+    Engine(String),
+    /// The store has shut down.
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// A stored record: its key and its encoded value.
+pub type Record = (Vec<u8>, Vec<u8>);
+
+/// The broker's durable store.
+pub trait Store: Send + Sync + 'static {
+    /// Applies `changes` atomically, after every change committed before. The returned
+    /// [`Durable`] resolves once they are as durable as the sync policy makes them (on disk,
+    /// with `sync = "always"`): acknowledge a persistent message only then.
+    fn commit(&self, changes: Vec<Change>) -> Durable;
+
+    /// Every record of `space` (at start, before the broker serves anyone).
+    fn load(&self, space: Space) -> Result<Vec<Record>, StoreError>;
+}
+
+/// Resolves when a commit is durable.
+pub struct Durable(DurableState);
+
+enum DurableState {
+    Waiting(oneshot::Receiver<Result<(), StoreError>>),
+    Done(Option<Result<(), StoreError>>),
+}
+
+/// The store's half of a pending commit: how it ended, once it has.
+pub struct Completion(oneshot::Sender<Result<(), StoreError>>);
+
+impl Completion {
+    /// Resolves the commit's [`Durable`] (nobody may be waiting any more: that is fine).
+    pub fn complete(self, result: Result<(), StoreError>) {
+        let _ = self.0.send(result);
+    }
+}
+
+impl Durable {
+    /// A commit whose outcome the store will give through the [`Completion`].
+    pub fn pending() -> (Completion, Durable) {
+        let (tx, rx) = oneshot::channel();
+        (Completion(tx), Durable(DurableState::Waiting(rx)))
+    }
+
+    /// A commit whose outcome is known now (nothing to store, or refused at once).
+    pub fn ready(result: Result<(), StoreError>) -> Durable {
+        Durable(DurableState::Done(Some(result)))
+    }
+}
+
+impl Future for Durable {
+    type Output = Result<(), StoreError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.0 {
+            DurableState::Waiting(rx) => Pin::new(rx).poll(cx).map(|r| r.unwrap_or(Err(StoreError::Closed))),
+            DurableState::Done(result) => Poll::Ready(result.take().unwrap_or(Err(StoreError::Closed))),
+        }
+    }
+}

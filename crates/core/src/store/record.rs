@@ -1,0 +1,154 @@
+//! The on-disk form of a kept [`Message`]: a version byte, then the fields in postcard (a
+//! compact, stable serde format). Instants become Unix milliseconds, because a monotonic clock
+//! means nothing after a restart; a message whose expiry passed while the broker was down is
+//! not brought back.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tolk_metrics::Protocol;
+
+use crate::message::{Destination, Message, Origin, Properties, QoS, SessionId};
+
+/// The record format this build writes. A record of another version is refused at load (and
+/// logged), never misread.
+const VERSION: u8 = 1;
+
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    topic: String,
+    payload: Vec<u8>,
+    qos: u8,
+    retain: bool,
+    content_type: Option<String>,
+    payload_utf8: Option<bool>,
+    correlation_data: Option<Vec<u8>>,
+    /// `(true, queue)` or `(false, topic)`.
+    reply_to: Option<(bool, String)>,
+    message_id: Option<String>,
+    timestamp_ms: Option<u64>,
+    expires_at_ms: Option<u64>,
+    user: Vec<(String, String)>,
+    protocol: u8,
+    client_id: String,
+}
+
+fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Encodes a message for the store.
+pub fn encode_message(message: &Message) -> Vec<u8> {
+    let (now, wall) = (Instant::now(), SystemTime::now());
+    let props = &message.props;
+    let stored = Stored {
+        topic: message.topic.clone(),
+        payload: message.payload.to_vec(),
+        qos: message.qos as u8,
+        retain: message.retain,
+        content_type: props.content_type.clone(),
+        payload_utf8: props.payload_utf8,
+        correlation_data: props.correlation_data.as_ref().map(|b| b.to_vec()),
+        reply_to: props.reply_to.as_ref().map(|d| match d {
+            Destination::Queue(q) => (true, q.clone()),
+            Destination::Topic(t) => (false, t.clone()),
+        }),
+        message_id: props.message_id.clone(),
+        timestamp_ms: props.timestamp.map(unix_ms),
+        expires_at_ms: props.expires_at.map(|at| unix_ms(wall + at.saturating_duration_since(now))),
+        user: props.user.clone(),
+        protocol: message.origin.protocol.index() as u8,
+        client_id: message.origin.client_id.to_string(),
+    };
+    let mut out = vec![VERSION];
+    out.extend(postcard::to_allocvec(&stored).expect("a message always encodes"));
+    out
+}
+
+/// Why a record could not be read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// Written by another version of the format.
+    #[error("record format version {0}, this build reads {VERSION}")]
+    Version(u8),
+    /// Not a record of this format (damaged).
+    #[error("damaged record: {0}")]
+    Damaged(String),
+}
+
+/// Decodes a stored message; `Ok(None)` when it expired while the broker was down.
+pub fn decode_message(bytes: &[u8]) -> Result<Option<Message>, RecordError> {
+    let (&version, body) = bytes.split_first().ok_or_else(|| RecordError::Damaged("empty".into()))?;
+    if version != VERSION {
+        return Err(RecordError::Version(version));
+    }
+    let stored: Stored = postcard::from_bytes(body).map_err(|e| RecordError::Damaged(e.to_string()))?;
+    let (now, wall) = (Instant::now(), unix_ms(SystemTime::now()));
+    let expires_at = match stored.expires_at_ms {
+        Some(at) if at <= wall => return Ok(None),
+        Some(at) => Some(now + Duration::from_millis(at - wall)),
+        None => None,
+    };
+    let qos = QoS::from_level(stored.qos).ok_or_else(|| RecordError::Damaged(format!("QoS {}", stored.qos)))?;
+    let protocol = *Protocol::ALL.get(usize::from(stored.protocol)).unwrap_or(&Protocol::Mqtt);
+    Ok(Some(Message {
+        topic: stored.topic,
+        payload: Bytes::from(stored.payload),
+        props: Properties {
+            content_type: stored.content_type,
+            payload_utf8: stored.payload_utf8,
+            correlation_data: stored.correlation_data.map(Bytes::from),
+            reply_to: stored
+                .reply_to
+                .map(|(queue, name)| if queue { Destination::Queue(name) } else { Destination::Topic(name) }),
+            message_id: stored.message_id,
+            timestamp: stored.timestamp_ms.map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+            expires_at,
+            user: stored.user,
+        },
+        qos,
+        retain: stored.retain,
+        // Restored messages belong to no live session: no-local never hides them.
+        origin: Origin { protocol, session: SessionId(0), client_id: Arc::from(stored.client_id) },
+        received_at: now,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_reads_back_as_written_and_an_expired_one_not_at_all() {
+        let origin = Origin { protocol: Protocol::Stomp, session: SessionId(7), client_id: Arc::from("c1") };
+        let mut m = Message::new("sensors/a", &b"\x00\xffpayload"[..], origin);
+        m.qos = QoS::AtLeastOnce;
+        m.retain = true;
+        m.props.content_type = Some("application/cbor".into());
+        m.props.reply_to = Some(Destination::Queue("replies".into()));
+        m.props.user = vec![("unit".into(), "C".into())];
+        m.props.timestamp = Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123));
+        m.props.expires_at = Some(Instant::now() + Duration::from_secs(3600));
+        let back = decode_message(&encode_message(&m)).unwrap().unwrap();
+        assert_eq!(
+            (back.topic.as_str(), &back.payload[..], back.qos, back.retain),
+            ("sensors/a", &m.payload[..], m.qos, true)
+        );
+        assert_eq!(back.props.content_type, m.props.content_type);
+        assert_eq!(back.props.reply_to, m.props.reply_to);
+        assert_eq!(back.props.user, m.props.user);
+        assert_eq!(back.props.timestamp, m.props.timestamp);
+        assert_eq!((back.origin.protocol, &*back.origin.client_id), (Protocol::Stomp, "c1"));
+        let left = back.props.expires_at.unwrap().saturating_duration_since(Instant::now());
+        assert!(left > Duration::from_secs(3590) && left <= Duration::from_secs(3600), "{left:?}");
+
+        m.props.expires_at = Some(Instant::now());
+        assert_eq!(decode_message(&encode_message(&m)).unwrap(), None);
+        let mut other_version = encode_message(&m);
+        other_version[0] = 9;
+        assert_eq!(decode_message(&other_version), Err(RecordError::Version(9)));
+        assert!(matches!(decode_message(&[VERSION, 0xff]), Err(RecordError::Damaged(_))));
+    }
+}
