@@ -43,6 +43,8 @@ pub struct Config {
     pub tls: Option<tolk_tls::TlsConfig>,
     /// Users (a mosquitto_passwd file); absent: every client may connect.
     pub auth: Option<tolk_auth::AuthConfig>,
+    /// The durable store in `data_dir/store`.
+    pub storage: tolk_store::StorageConfig,
 }
 
 impl Default for Config {
@@ -60,6 +62,7 @@ impl Default for Config {
             wsn: tolk_wsn::WsnConfig::default(),
             tls: None,
             auth: None,
+            storage: tolk_store::StorageConfig::default(),
         }
     }
 }

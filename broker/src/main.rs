@@ -164,6 +164,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     let metrics = Arc::new(Metrics::new());
     let router = Router::new(config.core.clone(), metrics.clone());
+    let store = open_store(&config, &router)?;
     let mut ctx = FrontEndContext::new(router, config.data_dir.clone());
     let tls = config.tls.clone().map(tolk_tls::Tls::load).transpose()?;
     ctx.tls = tls.clone();
@@ -215,8 +216,37 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if tokio::time::timeout(drain, ctx.tracker.wait()).await.is_err() {
         warn!(tasks = ctx.tracker.len(), "drain timeout of {drain:?} passed; closing the remaining connections");
     }
+    if let Some(store) = store {
+        store.close();
+    }
     info!("tolk stopped");
     Ok(())
+}
+
+/// Opens the durable store (`[storage]`, on by default) and gives the router what it kept.
+fn open_store(config: &Config, router: &Router) -> anyhow::Result<Option<Arc<tolk_store::FjallStore>>> {
+    use tolk_core::store::{Space, Store, record};
+    if !config.storage.enabled {
+        warn!("[storage] enabled = false: retained messages do not survive a restart");
+        return Ok(None);
+    }
+    let dir = config.data_dir.join("store");
+    let started = std::time::Instant::now();
+    let store = tolk_store::FjallStore::open(&dir, &config.storage)
+        .with_context(|| format!("cannot open the store in {}", dir.display()))?;
+    let mut restored = Vec::new();
+    for (key, value) in store.load(Space::Retained)? {
+        match record::decode_message(&value) {
+            Ok(Some(message)) => restored.push(message),
+            Ok(None) => {}
+            Err(e) => {
+                warn!(topic = %String::from_utf8_lossy(&key), error = %e, "a stored retained message was not restored")
+            }
+        }
+    }
+    info!(retained = restored.len(), elapsed = ?started.elapsed(), directory = %dir.display(), "store opened");
+    router.attach_store(store.clone(), restored);
+    Ok(Some(store))
 }
 
 /// Tells systemd (`Type=notify` units) about readiness and shutdown; a no-op elsewhere.

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use foldhash::fast::RandomState;
@@ -20,6 +20,7 @@ use crate::message::{Message, QoS, SessionId};
 use crate::outbox::{Outbox, OutboxLimits, OutboxReceiver, PushOutcome, outbox};
 use crate::queue::{Queue, QueueOptions, QueuePush};
 use crate::retained::{RetainOutcome, RetainedLimits, RetainedStore};
+use crate::store::{Change, Space, Store, record};
 use crate::topic::{self, TopicError, TopicLimits};
 use crate::trie::Trie;
 
@@ -184,6 +185,8 @@ struct Subscriptions {
 }
 
 struct Inner {
+    /// Where retained messages are kept across restarts, once attached.
+    store: OnceLock<Arc<dyn Store>>,
     subscriptions: RwLock<Subscriptions>,
     queues: Mutex<HashMap<String, Arc<Queue>, RandomState>>,
     retained: RetainedStore,
@@ -206,6 +209,7 @@ impl Router {
         let retained_limits =
             RetainedLimits { max_topics: config.retained_max_topics, max_bytes: config.retained_max_bytes };
         Router(Arc::new(Inner {
+            store: OnceLock::new(),
             subscriptions: RwLock::default(),
             queues: Mutex::default(),
             retained: RetainedStore::new(retained_limits, budget.clone()),
@@ -345,10 +349,15 @@ impl Router {
             outcome.memory_full = true;
             return outcome;
         }
-        if message.retain && self.0.retained.store(&message) == RetainOutcome::Full {
-            metrics.protocol(message.origin.protocol).dropped(DropReason::MemoryFull, 1);
-            if at_least_once {
-                outcome.refused += 1;
+        if message.retain {
+            match self.0.retained.store(&message) {
+                RetainOutcome::Full => {
+                    metrics.protocol(message.origin.protocol).dropped(DropReason::MemoryFull, 1);
+                    if at_least_once {
+                        outcome.refused += 1;
+                    }
+                }
+                kept => self.keep_retained(&message, kept),
             }
         }
         let now = Instant::now();
@@ -406,6 +415,30 @@ impl Router {
             }
         });
         outcome
+    }
+
+    /// Keeps retained messages in `store` from now on, after putting back those it held
+    /// (`restored`, read at start, before any client is served). At most once.
+    pub fn attach_store(&self, store: Arc<dyn Store>, restored: Vec<Message>) {
+        for message in restored {
+            if self.0.retained.store(&Arc::new(message)) == RetainOutcome::Full {
+                tracing::warn!("a stored retained message does not fit the retained limits; not restored");
+            }
+        }
+        let _ = self.0.store.set(store);
+    }
+
+    /// Writes a retained message's change through to the store. Not awaited: a retained
+    /// message is routed whether or not it is on disk yet, and the store applies changes in
+    /// order, so the last one of a topic wins there too.
+    fn keep_retained(&self, message: &Message, outcome: RetainOutcome) {
+        let Some(store) = self.0.store.get() else { return };
+        let key = message.topic.as_bytes().to_vec();
+        let change = match outcome {
+            RetainOutcome::Cleared => Change::Delete { space: Space::Retained, key },
+            _ => Change::Put { space: Space::Retained, key, value: record::encode_message(message) },
+        };
+        drop(store.commit(vec![change]));
     }
 
     /// Retained messages matching a filter, for a new subscription.
