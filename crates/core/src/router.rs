@@ -4,7 +4,7 @@
 //! subscription (an `Arc` clone, no payload copy). Subscribing takes the write lock briefly.
 //! No lock here is ever held across an await.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use crate::message::{Message, QoS, SessionId};
 use crate::outbox::{Outbox, OutboxLimits, OutboxReceiver, PushOutcome, outbox};
 use crate::queue::{Queue, QueueOptions, QueuePush};
 use crate::retained::{RetainOutcome, RetainedLimits, RetainedStore};
-use crate::store::{Change, Space, Store, record};
+use crate::store::{Change, Durable, Space, Store, StoreError, record};
 use crate::topic::{self, TopicError, TopicLimits};
 use crate::trie::Trie;
 
@@ -161,6 +161,9 @@ pub struct PublishOutcome {
     /// The access-control list refused the publisher this topic; nothing was routed (MQTT 5
     /// 0x87, AMQP 403, STOMP ERROR).
     pub not_authorized: bool,
+    /// What the message left in the store is being written; the publishing session's
+    /// [`Session::poll_durable`] says when it is on disk. Acknowledge it then.
+    pub durable: bool,
 }
 
 /// Errors from queue declarations.
@@ -290,6 +293,8 @@ impl Router {
             consumers: Vec::new(),
             congestion: Mutex::default(),
             rights: None,
+            durable: Mutex::default(),
+            tracks_durable: false,
         }
     }
 
@@ -333,12 +338,17 @@ impl Router {
     /// Routes a message to every matching subscription, storing it first if it is retained.
     /// The topic must be a valid name (front ends check with [`topic::validate_name`]).
     pub fn publish(&self, message: Arc<Message>) -> PublishOutcome {
-        self.route(message, &mut Vec::new())
+        self.route(message, &mut Vec::new(), &mut None)
     }
 
     /// [`Router::publish`], noting in `congested` the outboxes that took an at-least-once
-    /// delivery over their capacity.
-    fn route(&self, message: Arc<Message>, congested: &mut Vec<Outbox>) -> PublishOutcome {
+    /// delivery over their capacity, and in `durable` the store commit of what it kept.
+    fn route(
+        &self,
+        message: Arc<Message>,
+        congested: &mut Vec<Outbox>,
+        durable: &mut Option<Durable>,
+    ) -> PublishOutcome {
         let metrics = &self.0.metrics;
         let mut outcome = PublishOutcome::default();
         let at_least_once = message.qos != QoS::AtMostOnce;
@@ -357,7 +367,7 @@ impl Router {
                         outcome.refused += 1;
                     }
                 }
-                kept => self.keep_retained(&message, kept),
+                kept => *durable = self.keep_retained(&message, kept),
             }
         }
         let now = Instant::now();
@@ -428,17 +438,18 @@ impl Router {
         let _ = self.0.store.set(store);
     }
 
-    /// Writes a retained message's change through to the store. Not awaited: a retained
-    /// message is routed whether or not it is on disk yet, and the store applies changes in
-    /// order, so the last one of a topic wins there too.
-    fn keep_retained(&self, message: &Message, outcome: RetainOutcome) {
-        let Some(store) = self.0.store.get() else { return };
+    /// Writes a retained message's change through to the store. The message is routed at once;
+    /// the returned commit says when it is on disk, which is when its publisher may be told
+    /// (see [`Session::poll_durable`]). The store applies changes in order, so the last one of a
+    /// topic wins there too.
+    fn keep_retained(&self, message: &Message, outcome: RetainOutcome) -> Option<Durable> {
+        let store = self.0.store.get()?;
         let key = message.topic.as_bytes().to_vec();
         let change = match outcome {
             RetainOutcome::Cleared => Change::Delete { space: Space::Retained, key },
             _ => Change::Put { space: Space::Retained, key, value: record::encode_message(message) },
         };
-        drop(store.commit(vec![change]));
+        Some(store.commit(vec![change]))
     }
 
     /// Retained messages matching a filter, for a new subscription.
@@ -549,6 +560,13 @@ pub struct Session {
     consumers: Vec<(Arc<Queue>, crate::queue::ConsumerId, u64)>,
     congestion: Mutex<Congestion>,
     rights: Rights,
+    /// Store commits of this session's publishes (and markers the front end queued behind
+    /// them), oldest first. Boxed: most sessions never have one.
+    #[allow(clippy::box_collection, reason = "8 bytes instead of 32 in every session, most of which never hold one")]
+    durable: Mutex<Option<Box<VecDeque<Durable>>>>,
+    /// Whether its front end waits for the store before acknowledging (see
+    /// [`Session::track_durable`]); commits of other sessions are not kept here.
+    tracks_durable: bool,
 }
 
 /// Subscribers this session's publishes have filled up, and since when.
@@ -730,7 +748,12 @@ impl Session {
             return PublishOutcome { not_authorized: true, ..PublishOutcome::default() };
         }
         let mut congested = Vec::new();
-        let outcome = self.router.route(message, &mut congested);
+        let mut durable = None;
+        let mut outcome = self.router.route(message, &mut congested, &mut durable);
+        if let Some(durable) = durable.filter(|_| self.tracks_durable) {
+            outcome.durable = true;
+            self.durable.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().push_back(durable);
+        }
         if !congested.is_empty() {
             let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
             for outbox in congested {
@@ -740,6 +763,44 @@ impl Session {
             }
         }
         outcome
+    }
+
+    /// Makes this session's publishes report their store commits
+    /// ([`crate::PublishOutcome::durable`], [`Session::poll_durable`]), for a front end that
+    /// acknowledges a publish only once it is on disk. Others never hold commits.
+    pub fn track_durable(&mut self) {
+        self.tracks_durable = true;
+    }
+
+    /// Queues `durable` behind this session's pending commits: a front end whose protocol
+    /// acknowledges in order (MQTT) queues an already-durable marker ([`Durable::ready`]) for a
+    /// publish that kept nothing while earlier ones are still being written.
+    pub fn await_durable(&self, durable: Durable) {
+        self.durable.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().push_back(durable);
+    }
+
+    /// Forgets the pending commits (they go on in the store): a persistent session resumed by
+    /// a new connection has none of the old connection's acknowledgements to send.
+    pub fn forget_durable(&self) {
+        *self.durable.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Whether commits are pending (the connection driver then polls [`Session::poll_durable`]).
+    pub fn has_pending_durable(&self) -> bool {
+        self.durable.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|q| !q.is_empty())
+    }
+
+    /// The outcome of the oldest pending commit, once it has one.
+    pub fn poll_durable(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), StoreError>> {
+        let mut pending = self.durable.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(queue) = pending.as_mut() else { return std::task::Poll::Pending };
+        let Some(front) = queue.front_mut() else { return std::task::Poll::Pending };
+        let result = std::task::ready!(std::pin::Pin::new(front).poll(cx));
+        queue.pop_front();
+        if queue.is_empty() {
+            *pending = None;
+        }
+        std::task::Poll::Ready(result)
     }
 
     /// Whether a subscriber of this session's publishes has a full outbox: stop reading from

@@ -21,6 +21,7 @@ use tolk_core::auth::{Authenticator, Credentials};
 use tolk_core::drive::{DriveLimits, ProtocolSession, Signal, Transport, drive};
 use tolk_core::hold::{self, Held, HeldInput};
 use tolk_core::listener::{Connection, LINGER, linger};
+use tolk_core::store::StoreError;
 use tolk_core::{CloseReason, Delivery, Protocol, Router, Session};
 use tracing::{debug, info};
 
@@ -198,6 +199,12 @@ impl ProtocolSession for MqttConnection {
     }
 
     /// Another connection took the client id over.
+    fn handle_durable(&mut self, result: Result<(), StoreError>, _now: Instant) {
+        if let Err(close) = self.session.handle_durable(result) {
+            self.closed(close);
+        }
+    }
+
     fn handle_signal(&mut self, _now: Instant) {
         self.end(CloseReason::SessionTakenOver, true, Some(Dis::SessionTakenOver));
     }
@@ -458,6 +465,7 @@ async fn handshake(
             }
             let mut core = router.open_session(io.stream.kind().label(Protocol::Mqtt));
             core.restrict(rights);
+            core.track_durable();
             (Box::new(SessionState::new(core, plan.client_id.clone(), plan.expiry)), false)
         }
     };

@@ -18,6 +18,7 @@ use rmqtt_codec::v5::{
 };
 use tolk_core::access::SubscribeError;
 use tolk_core::drive::Egress;
+use tolk_core::store::{Durable, StoreError};
 use tolk_core::{
     CloseReason, Delivery, DropReason, Metrics, Origin, PublishOutcome, QoS, QueueError, SharedError,
     SubscriptionOptions, topic,
@@ -98,6 +99,18 @@ pub struct MqttSession {
     inbound_aliases: InboundAliases,
     outbound_aliases: OutboundAliases,
     keep_alive_timeout: Option<Duration>,
+    /// Acknowledgements waiting for the store, one per commit pending on the core session, in
+    /// the order the PUBLISHes came (MQTT-4.6.0-2). Boxed: most sessions never have one.
+    #[allow(clippy::box_collection, reason = "8 bytes instead of 32 in every session, most of which never hold one")]
+    awaiting_store: Option<Box<VecDeque<DeferredAck>>>,
+}
+
+/// A PUBACK or PUBREC held until what its PUBLISH left in the store is on disk.
+struct DeferredAck {
+    qos: WireQoS,
+    /// `None` for QoS 0: nothing to send, but a place in line.
+    packet_id: Option<NonZeroU16>,
+    reason: PublishAckReason,
 }
 
 fn settle(delivery: &Delivery) {
@@ -115,6 +128,8 @@ impl MqttSession {
         config: Arc<MqttConfig>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        // A resumed session's pending commits were the old connection's to acknowledge.
+        state.core.forget_durable();
         let window = usize::from(config.max_inflight.min(plan.client_receive_max).max(1));
         let version = codec.version();
         let (alias_in, alias_out) = match version {
@@ -134,6 +149,7 @@ impl MqttSession {
             inbound_aliases: InboundAliases::new(alias_in),
             outbound_aliases: OutboundAliases::new(alias_out),
             keep_alive_timeout: plan.keep_alive_timeout,
+            awaiting_store: None,
             config,
             metrics,
         }
@@ -389,11 +405,31 @@ impl MqttSession {
             // Refused, so not routed: a resend of this QoS 2 id must be routed afresh.
             self.state.incoming.release(id);
         }
+        if outcome.durable {
+            // Acknowledged once the store has it (see `handle_durable`).
+            let deferred = DeferredAck { qos: publish.qos, packet_id, reason };
+            self.awaiting_store.get_or_insert_default().push_back(deferred);
+            return Ok(());
+        }
         self.ack_publish(publish.qos, packet_id, reason);
         Ok(())
     }
 
-    fn ack_publish(&mut self, qos: WireQoS, packet_id: Option<NonZeroU16>, reason_code: PublishAckReason) {
+    /// Sends a PUBACK or PUBREC now, or, while earlier ones wait for the store, in line behind
+    /// them: MQTT acknowledges QoS 1 publishes in the order they came.
+    fn ack_publish(&mut self, qos: WireQoS, packet_id: Option<NonZeroU16>, reason: PublishAckReason) {
+        if packet_id.is_none() {
+            return;
+        }
+        if let Some(waiting) = self.awaiting_store.as_mut().filter(|w| !w.is_empty()) {
+            waiting.push_back(DeferredAck { qos, packet_id, reason });
+            self.state.core.await_durable(Durable::ready(Ok(())));
+            return;
+        }
+        self.send_ack(qos, packet_id, reason);
+    }
+
+    fn send_ack(&mut self, qos: WireQoS, packet_id: Option<NonZeroU16>, reason_code: PublishAckReason) {
         let Some(packet_id) = packet_id else { return };
         let ack = v5::PublishAck { packet_id, reason_code, ..Default::default() };
         match qos {
@@ -401,6 +437,44 @@ impl MqttSession {
             WireQoS::AtLeastOnce => self.send(Packet::PublishAck(ack)),
             WireQoS::ExactlyOnce => self.send(Packet::PublishReceived(ack)),
         }
+    }
+
+    /// The oldest store commit of this session's publishes ended: its acknowledgement goes
+    /// out, or, when the store could not keep the message, the refusal. MQTT 5 refuses one
+    /// message (0x97 Quota exceeded when the store is full, 0x80 otherwise); MQTT 3.1.1 cannot,
+    /// so the connection closes and the client sends the message again after reconnecting.
+    pub fn handle_durable(&mut self, result: Result<(), StoreError>) -> Result<(), Close> {
+        let Some(ack) = self.awaiting_store.as_mut().and_then(|w| w.pop_front()) else { return Ok(()) };
+        if self.awaiting_store.as_ref().is_some_and(|w| w.is_empty()) {
+            self.awaiting_store = None;
+        }
+        let Err(error) = result else {
+            self.send_ack(ack.qos, ack.packet_id, ack.reason);
+            return Ok(());
+        };
+        tracing::warn!(client_id = %self.state.client_id, %error, "a publish could not be stored");
+        if ack.qos == WireQoS::ExactlyOnce
+            && let Some(id) = ack.packet_id
+        {
+            self.state.incoming.release(id);
+        }
+        if ack.packet_id.is_none() {
+            return Ok(());
+        }
+        if self.version() == Version::V5 {
+            let reason = if error == StoreError::Full {
+                PublishAckReason::QuotaExceeded
+            } else {
+                PublishAckReason::UnspecifiedError
+            };
+            self.send_ack(ack.qos, ack.packet_id, reason);
+            return Ok(());
+        }
+        Err(Close {
+            reason: CloseReason::MemoryFull,
+            code: Some(Dis::QuotaExceeded),
+            detail: format!("a published message could not be stored ({error}); publish again later"),
+        })
     }
 
     fn on_subscribe(&mut self, subscribe: v5::Subscribe, now: Instant) -> Result<(), Close> {

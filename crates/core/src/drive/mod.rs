@@ -29,6 +29,7 @@ use tracing::debug;
 use crate::delivery::Delivery;
 use crate::listener::linger;
 use crate::router::Session;
+use crate::store::StoreError;
 use tolk_metrics::CloseReason;
 
 /// How long the last bytes (a close, an error frame) may take to be written before the socket
@@ -68,6 +69,11 @@ pub trait ProtocolSession: Send {
 
     /// The outbox overflowed: this connection is a slow consumer.
     fn handle_overflow(&mut self, now: Instant);
+
+    /// The oldest of the store commits pending on the core session
+    /// ([`Session::await_durable`], [`crate::PublishOutcome::durable`]) ended: send the
+    /// acknowledgement that waited for it, or the protocol's refusal.
+    fn handle_durable(&mut self, _result: Result<(), StoreError>, _now: Instant) {}
 
     /// The signal the session asked the driver to watch (see [`drive`]) changed.
     fn handle_signal(&mut self, now: Instant);
@@ -281,6 +287,7 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
             0
         };
         let watching = signal.is_some();
+        let durable_pending = session.core().has_pending_durable();
         // What the waits below borrow: the core session, not the protocol's (which need not
         // be `Sync`; the codecs of some are not).
         let core = session.core();
@@ -324,6 +331,9 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
                     // Fired for the last time, or its sender is gone: nothing more to watch.
                     *signal = None;
                 }
+            }
+            result = std::future::poll_fn(|cx| core.poll_durable(cx)), if durable_pending => {
+                session.handle_durable(result, Instant::now());
             }
             () = async { Box::pin(core.relieve_congestion()).await }, if congested => {
                 session.handle_bytes(input, Instant::now());
