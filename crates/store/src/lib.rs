@@ -64,11 +64,6 @@ impl FjallStore {
         Ok(Arc::new(FjallStore { db, spaces, commits: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)) }))
     }
 
-    /// Bytes the store takes on disk (journal included).
-    pub fn disk_space(&self) -> u64 {
-        self.db.disk_space().unwrap_or(0)
-    }
-
     /// Stops taking commits, waits for the writer to apply and sync what it has, and returns.
     /// Later commits fail with [`StoreError::Closed`].
     pub fn close(&self) {
