@@ -35,7 +35,6 @@ type Pending = (Vec<Change>, Completion);
 
 /// The store in `data_dir/store`, with its writer thread.
 pub struct FjallStore {
-    db: fjall::Database,
     spaces: HashMap<Space, fjall::Keyspace>,
     commits: Mutex<Option<Sender<Pending>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -56,7 +55,7 @@ impl FjallStore {
             spaces.insert(space, db.keyspace(space.name(), fjall::KeyspaceCreateOptions::default).map_err(engine)?);
         }
         let (tx, rx) = mpsc::channel();
-        let writer = Writer { db: db.clone(), spaces: spaces.clone(), config: config.clone() };
+        let writer = Writer { db, spaces: spaces.clone(), config: config.clone() };
         let handle = std::thread::Builder::new()
             .name("tolk-store".into())
             .spawn(move || writer.run(rx))
