@@ -60,7 +60,7 @@ impl FjallStore {
             .name("tolk-store".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| StoreError::Engine(format!("cannot start the store's writer: {e}")))?;
-        Ok(Arc::new(FjallStore { db, spaces, commits: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)) }))
+        Ok(Arc::new(FjallStore { spaces, commits: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)) }))
     }
 
     /// Stops taking commits, waits for the writer to apply and sync what it has, and returns.
