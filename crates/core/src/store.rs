@@ -76,7 +76,8 @@ pub type Record = (Vec<u8>, Vec<u8>);
 pub trait Store: Send + Sync + 'static {
     /// Applies `changes` atomically, after every change committed before. The returned
     /// [`Durable`] resolves once they are as durable as the sync policy makes them (on disk,
-    /// with `sync = "always"`): acknowledge a persistent message only then.
+    /// with `sync = "always"`): acknowledge a persistent message only then. A commit is never
+    /// durable later than one made after it, so waiting for the last of several suffices.
     fn commit(&self, changes: Vec<Change>) -> Durable;
 
     /// Every record of `space` (at start, before the broker serves anyone).
