@@ -16,15 +16,16 @@ use amq_protocol::frame::AMQPContentHeader;
 use amq_protocol::protocol::{AMQPClass, basic, confirm};
 use amq_protocol::types::ShortString;
 use bytes::{Bytes, BytesMut};
-use tolk_core::access::{Resource, Right};
+use tolk_core::access::Right;
 use tolk_core::{Delivery, DropReason, Protocol, QoS, Queue, QueuePush};
 use tracing::debug;
 
+use crate::access::{authorize, authorize_exchange, not_authorized};
 use crate::channel::{Channel, Consumer, Content, Publish, PublishTarget, Settle, Unacked, settle};
 use crate::context::Ctx;
 use crate::error::{AmqpError, code};
 use crate::output::Output;
-use crate::queue::{self, find, unique_name};
+use crate::queue::{find, unique_name};
 use crate::topic_key;
 use crate::translate::{self, INTERNAL_TOPIC_PREFIX, TOPIC_BRIDGE};
 
@@ -134,7 +135,7 @@ fn consume(ctx: &mut Ctx, ch: &mut Channel, out: &mut Output, m: basic::Consume)
         return Err(AmqpError::not_implemented(format!("consumer argument '{arg}' is not supported")));
     }
     let queue = find(ctx, ch, m.queue.as_str())?;
-    queue::authorize(ctx, queue.name(), &[Right::Read])?;
+    authorize(ctx, queue.name(), &[Right::Read])?;
     let max = ctx.shared.config.max_consumers_per_channel;
     if ch.consumers.len() >= max {
         return Err(AmqpError::precondition_failed(format!(
@@ -274,7 +275,7 @@ fn publish(ctx: &mut Ctx, ch: &mut Channel, m: basic::Publish) -> Result<(), Amq
     let exchange = m.exchange.as_str();
     let key = m.routing_key.as_str();
     let target = if exchange.is_empty() {
-        queue::authorize(ctx, key, &[Right::Write])?;
+        authorize(ctx, key, &[Right::Write])?;
         PublishTarget::Default
     } else {
         let options = ctx.shared.registry.require(exchange)?;
@@ -291,10 +292,9 @@ fn publish(ctx: &mut Ctx, ch: &mut Channel, m: basic::Publish) -> Result<(), Amq
                 )));
             }
             PublishTarget::Bridge(topic)
-        } else if ctx.core.may_use(Resource::Exchange(exchange), Right::Write) {
-            PublishTarget::Exchange
         } else {
-            return Err(queue::not_authorized(&format!("exchange '{exchange}'")));
+            authorize_exchange(ctx, exchange, &[Right::Write])?;
+            PublishTarget::Exchange
         }
     };
     ch.content = Content::Header(Publish {
@@ -421,7 +421,7 @@ fn finish_publish(
             message.topic = topic;
             let outcome = ctx.core.publish(Arc::new(message));
             if outcome.not_authorized {
-                return Err(queue::not_authorized(&format!("topic '{key}' on exchange '{exchange}'")));
+                return Err(not_authorized(&format!("topic '{key}' on exchange '{exchange}'")));
             }
             routed = outcome.matched > 0;
             refused = outcome.refused;
@@ -446,7 +446,7 @@ fn finish_publish(
                     bridged.topic = topic;
                     let outcome = ctx.core.publish(Arc::new(bridged));
                     if outcome.not_authorized {
-                        return Err(queue::not_authorized(&format!("topic '{key}' through exchange '{exchange}'")));
+                        return Err(not_authorized(&format!("topic '{key}' through exchange '{exchange}'")));
                     }
                     routed |= outcome.matched > 0;
                     refused += outcome.refused;
@@ -483,7 +483,7 @@ fn finish_publish(
 
 fn get(ctx: &mut Ctx, ch: &mut Channel, out: &mut Output, m: basic::Get, now: Instant) -> Result<(), AmqpError> {
     let queue = find(ctx, ch, m.queue.as_str())?;
-    queue::authorize(ctx, queue.name(), &[Right::Read])?;
+    authorize(ctx, queue.name(), &[Right::Read])?;
     let limit = ctx.shared.config.max_unacked_gets_per_channel;
     if !m.no_ack && ch.get_unacked >= limit {
         return Err(AmqpError::precondition_failed(format!(

@@ -2,14 +2,14 @@
 //! shared [`ExchangeRegistry`](crate::exchange::ExchangeRegistry).
 
 use amq_protocol::protocol::{AMQPClass, exchange as x};
-use tolk_core::access::{Resource, Right};
+use tolk_core::access::Right;
 
+use crate::access::authorize_exchange;
 use crate::channel::Channel;
 use crate::context::Ctx;
 use crate::error::AmqpError;
 use crate::exchange::{BindingTarget, ExchangeKind, ExchangeOptions, ExchangeRegistry};
 use crate::output::Output;
-use crate::queue::not_authorized;
 use crate::translate::TOPIC_BRIDGE;
 
 /// Dispatches one exchange-class method (§1.7.2).
@@ -42,14 +42,14 @@ pub(crate) fn handle(
                 ExchangeOptions { kind, durable: m.durable, auto_delete: m.auto_delete, internal: m.internal };
             let needed: &[Right] =
                 if m.passive { &[Right::Read, Right::Write, Right::Configure] } else { &[Right::Configure] };
-            authorize(ctx, name, needed)?;
+            authorize_exchange(ctx, name, needed)?;
             registry.declare(name, options, m.passive)?;
             if !m.nowait {
                 reply(out, x::AMQPMethod::DeclareOk(x::DeclareOk {}));
             }
         }
         x::AMQPMethod::Delete(m) => {
-            authorize(ctx, m.exchange.as_str(), &[Right::Configure])?;
+            authorize_exchange(ctx, m.exchange.as_str(), &[Right::Configure])?;
             registry.delete(m.exchange.as_str(), m.if_unused)?;
             if !m.nowait {
                 reply(out, x::AMQPMethod::DeleteOk(x::DeleteOk {}));
@@ -57,8 +57,8 @@ pub(crate) fn handle(
         }
         x::AMQPMethod::Bind(m) => {
             check_exchange_binding(registry, m.source.as_str(), m.destination.as_str())?;
-            authorize(ctx, m.source.as_str(), &[Right::Read])?;
-            authorize(ctx, m.destination.as_str(), &[Right::Write])?;
+            authorize_exchange(ctx, m.source.as_str(), &[Right::Read])?;
+            authorize_exchange(ctx, m.destination.as_str(), &[Right::Write])?;
             registry.bind(
                 m.source.as_str(),
                 BindingTarget::Exchange(m.destination.to_string()),
@@ -71,7 +71,7 @@ pub(crate) fn handle(
         }
         x::AMQPMethod::Unbind(m) => {
             check_exchange_binding(registry, m.source.as_str(), m.destination.as_str())?;
-            authorize(ctx, m.destination.as_str(), &[Right::Write])?;
+            authorize_exchange(ctx, m.destination.as_str(), &[Right::Write])?;
             let target = BindingTarget::Exchange(m.destination.to_string());
             registry.unbind(m.source.as_str(), &target, m.routing_key.as_str(), &m.arguments);
             if !m.nowait {
@@ -81,15 +81,6 @@ pub(crate) fn handle(
         _ => return Err(AmqpError::command_invalid("exchange.*-ok methods are sent by servers, not clients")),
     }
     Ok(())
-}
-
-/// The access list's verdict on an exchange. `amq.topic` is the topic space: the topic rules
-/// govern what goes through it, so it needs no exchange rule.
-fn authorize(ctx: &Ctx, exchange: &str, rights: &[Right]) -> Result<(), AmqpError> {
-    if exchange == TOPIC_BRIDGE || rights.iter().any(|&right| ctx.core.may_use(Resource::Exchange(exchange), right)) {
-        return Ok(());
-    }
-    Err(not_authorized(&format!("exchange '{exchange}'")))
 }
 
 /// Rules for exchange-to-exchange bindings: not with the default exchange (spec), and not from

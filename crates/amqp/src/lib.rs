@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+mod access;
 mod basic;
 mod channel;
 pub mod config;

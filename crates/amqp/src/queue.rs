@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::{AMQPClass, queue};
 use amq_protocol::types::{AMQPValue, FieldTable, ShortString};
-use tolk_core::access::{Resource, Right, SubscribeError};
+use tolk_core::access::{Right, SubscribeError};
 use tolk_core::{Queue, QueueError, QueueOptions};
 
+use crate::access::{ANY_RIGHT, authorize, authorize_exchange, not_authorized};
 use crate::channel::Channel;
 use crate::context::Ctx;
 use crate::error::AmqpError;
@@ -55,24 +56,6 @@ fn check_access(ctx: &Ctx, queue: &Queue) -> Result<(), AmqpError> {
     }
     Ok(())
 }
-
-/// The access list's verdict on `right` to a queue, as AMQP's 403. A connection's own exclusive
-/// queues need no rule: nobody else can reach them, and their names (`amq.gen-…`) cannot be
-/// known in advance.
-pub(crate) fn authorize(ctx: &Ctx, queue: &str, rights: &[Right]) -> Result<(), AmqpError> {
-    let own = ctx.exclusive_queues.iter().any(|q| q.name() == queue);
-    if own || rights.iter().any(|&right| ctx.core.may_use(Resource::Queue(queue), right)) {
-        return Ok(());
-    }
-    Err(not_authorized(&format!("queue '{queue}'")))
-}
-
-/// RabbitMQ's wording for an access-list refusal.
-pub(crate) fn not_authorized(what: &str) -> AmqpError {
-    AmqpError::access_refused(format!("access to {what} in vhost '/' refused"))
-}
-
-const ANY_RIGHT: &[Right] = &[Right::Read, Right::Write, Right::Configure];
 
 /// A name no client chose: `amq.gen-` and 22 URL-safe base64 characters (128 bits) from the
 /// process's random hash keys and a counter, as RabbitMQ does.
@@ -291,9 +274,7 @@ fn bind(
         return Ok(());
     }
     authorize(ctx, queue.name(), &[Right::Write])?;
-    if !ctx.core.may_use(Resource::Exchange(exchange), Right::Read) {
-        return Err(not_authorized(&format!("exchange '{exchange}'")));
-    }
+    authorize_exchange(ctx, exchange, &[Right::Read])?;
     if bind {
         registry.bind(exchange, BindingTarget::Queue(queue.clone()), key, arguments)
     } else {

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use tolk_metrics::Protocol;
+use tolk_metrics::{Denial, Metrics, Protocol};
 
 use crate::topic::TopicError;
 
@@ -51,6 +51,24 @@ pub trait Access: std::fmt::Debug + Send + Sync + 'static {
 
 /// A session's rights: `None` means unrestricted (no access-control list configured).
 pub type Rights = Option<Arc<dyn Access>>;
+
+/// Whether `rights` allow what `ask` checks (always, without an access list); a refusal is
+/// counted as `what` against `protocol`. The one place where a check is made and counted, for
+/// the core session and for front ends that answer requests without one (WS-N).
+pub fn permits(
+    rights: &Rights,
+    metrics: &Metrics,
+    protocol: Protocol,
+    what: Denial,
+    ask: impl FnOnce(&dyn Access) -> bool,
+) -> bool {
+    let Some(access) = rights else { return true };
+    let allowed = ask(access.as_ref());
+    if !allowed {
+        metrics.protocol(protocol).denied(what);
+    }
+    allowed
+}
 
 /// A subscription's delivery check: whose rights, and which protocol to count a withheld
 /// message against.

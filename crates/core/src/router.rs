@@ -13,7 +13,7 @@ use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
 use tolk_metrics::{Denial, DropReason, MemoryKind, Metrics, Protocol};
 
-use crate::access::{ReadCheck, Resource, Right, Rights, SubscribeError};
+use crate::access::{self, Access, ReadCheck, Resource, Right, Rights, SubscribeError};
 use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::Delivery;
 use crate::message::{Message, QoS, SessionId};
@@ -520,12 +520,23 @@ impl Router {
 
     /// Routes messages matching `filter` into `queue` (AMQP binding to `amq.topic`, `$share`).
     pub fn bind_queue(&self, queue: &Arc<Queue>, filter: &str, tag: u64) -> Result<bool, TopicError> {
+        self.bind_checked(queue, filter, tag, None)
+    }
+
+    /// [`Router::bind_queue`] delivering only what `read_check` allows (the binder's rights).
+    fn bind_checked(
+        &self,
+        queue: &Arc<Queue>,
+        filter: &str,
+        tag: u64,
+        read_check: Option<ReadCheck>,
+    ) -> Result<bool, TopicError> {
         let subscription = Subscription {
             owner: queue.id(),
             tag,
             options: SubscriptionOptions::default(),
             target: Target::Queue(queue.clone()),
-            read_check: None,
+            read_check,
         };
         self.subscribe(filter, subscription)
     }
@@ -598,37 +609,32 @@ impl Session {
         self.rights = rights;
     }
 
-    fn denied(&self, what: Denial) {
-        self.router.0.metrics.protocol(self.protocol).denied(what);
+    fn permits(&self, what: Denial, ask: impl FnOnce(&dyn Access) -> bool) -> bool {
+        access::permits(&self.rights, &self.router.0.metrics, self.protocol, what, ask)
     }
 
     /// The per-message check for a subscription of this session, once `filter` is allowed.
     fn read_check(&self, filter: &str) -> Result<Option<ReadCheck>, SubscribeError> {
         topic::validate_filter(filter)?;
-        let Some(access) = &self.rights else { return Ok(None) };
-        if !access.may_subscribe(filter) {
-            self.denied(Denial::Subscribe);
+        if !self.permits(Denial::Subscribe, |a| a.may_subscribe(filter)) {
             return Err(SubscribeError::NotAuthorized(filter.to_owned()));
         }
-        Ok(Some(ReadCheck { access: access.clone(), protocol: self.protocol }))
+        Ok(self.rights.clone().map(|access| ReadCheck { access, protocol: self.protocol }))
     }
 
-    /// Whether the access list lets this session do `right` to `resource`; a refusal is counted.
-    pub fn may_use(&self, resource: Resource<'_>, right: Right) -> bool {
-        let Some(access) = &self.rights else { return true };
-        let allowed = access.may_use(resource, right);
-        if !allowed {
-            self.denied(match resource {
-                Resource::Queue(_) => Denial::Queue,
-                Resource::Exchange(_) => Denial::Exchange,
-            });
-        }
-        allowed
+    /// Whether the access list lets this session do any of `rights` to `resource` (declaring,
+    /// for one, takes any right); a refusal is counted once.
+    pub fn may_use(&self, resource: Resource<'_>, rights: &[Right]) -> bool {
+        let what = match resource {
+            Resource::Queue(_) => Denial::Queue,
+            Resource::Exchange(_) => Denial::Exchange,
+        };
+        self.permits(what, |a| rights.iter().any(|&right| a.may_use(resource, right)))
     }
 
     /// [`Session::may_use`] on a queue, as a [`QueueError`].
     pub fn check_queue(&self, name: &str, right: Right) -> Result<(), QueueError> {
-        if self.may_use(Resource::Queue(name), right) {
+        if self.may_use(Resource::Queue(name), &[right]) {
             Ok(())
         } else {
             Err(QueueError::NotAuthorized(name.to_owned()))
@@ -649,17 +655,10 @@ impl Session {
     pub fn bind_queue(&self, queue: &Arc<Queue>, filter: &str, tag: u64) -> Result<bool, SubscribeError> {
         let read_check = self.read_check(filter)?;
         let own = queue.options().exclusive_owner == Some(self.id);
-        if !own && !self.may_use(Resource::Queue(queue.name()), Right::Write) {
+        if !own && !self.may_use(Resource::Queue(queue.name()), &[Right::Write]) {
             return Err(SubscribeError::NotAuthorized(queue.name().to_owned()));
         }
-        let subscription = Subscription {
-            owner: queue.id(),
-            tag,
-            options: SubscriptionOptions::default(),
-            target: Target::Queue(queue.clone()),
-            read_check,
-        };
-        Ok(self.router.subscribe(filter, subscription)?)
+        Ok(self.router.bind_checked(queue, filter, tag, read_check)?)
     }
 
     /// Retained messages matching `filter` that this session may read.
@@ -724,14 +723,7 @@ impl Session {
         let options = QueueOptions { auto_delete: true, ..QueueOptions::default() };
         let (queue, created) = self.router.declare_queue(&name, options)?;
         if created {
-            let subscription = Subscription {
-                owner: queue.id(),
-                tag: 0,
-                options: SubscriptionOptions::default(),
-                target: Target::Queue(queue.clone()),
-                read_check,
-            };
-            self.router.subscribe(filter, subscription).map_err(SubscribeError::from)?;
+            self.router.bind_checked(&queue, filter, 0, read_check).map_err(SubscribeError::from)?;
         }
         self.consume(&queue, credit, max_qos, tag)?;
         Ok(())
@@ -741,10 +733,7 @@ impl Session {
     /// delivery is still queued and the session becomes congested: its connection should stop
     /// reading until [`Session::relieve_congestion`] returns.
     pub fn publish(&self, message: Arc<Message>) -> PublishOutcome {
-        if let Some(access) = &self.rights
-            && !access.may_publish(&message.topic)
-        {
-            self.denied(Denial::Publish);
+        if !self.permits(Denial::Publish, |a| a.may_publish(&message.topic)) {
             return PublishOutcome { not_authorized: true, ..PublishOutcome::default() };
         }
         let mut congested = Vec::new();
@@ -752,7 +741,7 @@ impl Session {
         let mut outcome = self.router.route(message, &mut congested, &mut durable);
         if let Some(durable) = durable.filter(|_| self.tracks_durable) {
             outcome.durable = true;
-            self.durable.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().push_back(durable);
+            self.await_durable(durable);
         }
         if !congested.is_empty() {
             let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use axum::http::Uri;
+use tolk_core::access::{self, Access};
 use tolk_core::{Denial, MemoryKind, Message, Origin, Protocol};
 use tracing::{Instrument, debug, info, info_span};
 use wsn_xml::{
@@ -39,6 +40,11 @@ fn publish_refused(topic: &str) -> Refusal {
 }
 
 impl Endpoint {
+    /// Whether `caller`'s rights allow what `ask` checks; a refusal is counted as `what`.
+    fn permits(&self, caller: &Caller, what: Denial, ask: impl FnOnce(&dyn Access) -> bool) -> bool {
+        access::permits(&caller.rights, self.router.metrics(), Protocol::Wsn, what, ask)
+    }
+
     /// Notify from a publisher: every NotificationMessage becomes a core message. All are
     /// checked (topic, payload, the caller's right to publish) before any is published, so a
     /// refused Notify publishes nothing.
@@ -71,10 +77,7 @@ impl Endpoint {
                 let producer = n.producer_reference.as_ref().map_or("", |r| r.address.as_str());
                 let origin = Origin { protocol: Protocol::Wsn, session: self.publisher, client_id: producer.into() };
                 let mut message = message_from_notification(n, &origin, &self.limits, received_at)?;
-                if let Some(access) = &caller.rights
-                    && !access.may_publish(&message.topic)
-                {
-                    self.router.metrics().protocol(Protocol::Wsn).denied(Denial::Publish);
+                if !self.permits(caller, Denial::Publish, |a| a.may_publish(&message.topic)) {
                     info!(user = ?caller.user, topic = %shorten(&message.topic), "WS-N Notify refused by the ACL");
                     return Err(publish_refused(&message.topic));
                 }
@@ -104,10 +107,9 @@ impl Endpoint {
                 format!("only the UseRaw policy is supported, not {}", names.join(", ")),
             ));
         }
-        if let Some(access) = &caller.rights
-            && let Some(denied) = filters.iter().find(|f| !access.may_subscribe(&f.filter))
+        if let Some(denied) =
+            filters.iter().find(|f| !self.permits(caller, Denial::Subscribe, |a| a.may_subscribe(&f.filter)))
         {
-            self.router.metrics().protocol(Protocol::Wsn).denied(Denial::Subscribe);
             info!(user = ?caller.user, filter = %shorten(&denied.filter), "WS-N Subscribe refused by the ACL");
             return Err(Refusal::new(
                 FaultKind::SubscribeCreationFailed,
@@ -268,10 +270,7 @@ impl Endpoint {
                 format!("no current (retained) message on topic {:?}", shorten(&mapped.topic)),
             )
         };
-        if let Some(access) = &caller.rights
-            && !access.may_read(&mapped.topic)
-        {
-            self.router.metrics().protocol(Protocol::Wsn).denied(Denial::Read);
+        if !self.permits(caller, Denial::Read, |a| a.may_read(&mapped.topic)) {
             info!(user = ?caller.user, topic = %shorten(&mapped.topic), "WS-N GetCurrentMessage refused by the ACL");
             return Err(none());
         }
