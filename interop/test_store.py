@@ -1,13 +1,21 @@
-"""The durable store (`[storage]`, on by default): retained messages outlive the broker. paho
-publishes retained messages, the broker stops and starts again on the same data_dir, and a new
-subscriber gets them back byte for byte; a cleared one stays cleared."""
+"""The durable store (`[storage]`, on by default): what was acknowledged outlives the broker.
+
+Retained messages: paho publishes them, the broker stops and starts again on the same
+data_dir, and a new subscriber gets them back byte for byte; a cleared one stays cleared.
+
+Crash tests: pika (publisher confirms), stomp.py (receipts) and paho (QoS 1) stream persistent
+messages into durable queues, the broker is `kill -9`ed in the middle of the stream, and after
+the restart every message that had been acknowledged is read back."""
 
 import queue
+import threading
 
 import paho.mqtt.client as mqtt
+import pika
 import pytest
+import stomp
 
-from conftest import Broker
+from conftest import Broker, StompInbox
 
 TIMEOUT = 10
 
@@ -86,3 +94,144 @@ def test_an_acknowledged_retained_message_survives_kill_9(store_broker):
     store_broker.start()
     expected = sorted((f"kill/{i:02}", f"value {i}".encode(), 1) for i in range(50))
     assert retained(store_broker, "kill/#", 50) == expected
+
+
+class AckedStream:
+    """A stream of numbered messages with at most `window` unacknowledged at once, which
+    `kill -9`s the broker once `kill_after` are acknowledged, mid-stream. `send(i)` sends
+    message i; the protocol's acknowledgement calls `acked(i)` (from any thread)."""
+
+    def __init__(self, broker, send, window=50, kill_after=300):
+        self.broker, self.send, self.window, self.kill_after = broker, send, window, kill_after
+        self.done = set()
+        self.sent = 0
+        self.changed = threading.Condition()
+
+    def acked(self, i):
+        with self.changed:
+            self.done.add(i)
+            self.changed.notify_all()
+
+    def run(self):
+        """Streams until the broker dies; returns the numbers it acknowledged."""
+
+        def sender():
+            try:
+                while True:
+                    with self.changed:
+                        self.changed.wait_for(lambda: self.sent - len(self.done) < self.window, TIMEOUT)
+                        i = self.sent
+                        self.sent += 1
+                    self.send(i)
+            except Exception:  # the broker was killed under the sender: the stream ends
+                pass
+
+        thread = threading.Thread(target=sender, daemon=True)
+        thread.start()
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.done) >= self.kill_after, 60), "acks stopped"
+        self.broker.process.kill()  # SIGKILL: no shutdown, no last sync
+        self.broker.process.wait(TIMEOUT)
+        thread.join(TIMEOUT)
+        with self.changed:
+            assert self.sent > len(self.done) or self.sent >= self.kill_after
+            return set(self.done)
+
+
+def pika_channel(broker):
+    params = pika.ConnectionParameters(broker.host, broker.port("amqp"), heartbeat=0)
+    connection = pika.BlockingConnection(params)
+    return connection, connection.channel()
+
+
+def drain_queue(broker, name, expected):
+    """The bodies in durable queue `name` after the restart, read until every one of
+    `expected` came (more may come: sent, stored, not yet acknowledged when killed)."""
+    connection, channel = pika_channel(broker)
+    try:
+        assert channel.queue_declare(name, durable=True, passive=True).method.message_count >= len(expected)
+        got = set()
+        while True:
+            method, properties, body = channel.basic_get(name, auto_ack=True)
+            if method is None:
+                break
+            got.add(body)
+        return got
+    finally:
+        connection.close()
+
+
+def test_amqp_confirmed_messages_survive_kill_9(store_broker):
+    connection, channel = pika_channel(store_broker)
+    channel.queue_declare("crash-amqp", durable=True)
+    channel.confirm_delivery()
+    persistent = pika.BasicProperties(delivery_mode=2)
+
+    def send(i):
+        # Blocking confirms: returns once the broker acked message i.
+        channel.basic_publish("", "crash-amqp", f"a{i}".encode(), persistent)
+        stream.acked(i)
+
+    stream = AckedStream(store_broker, send, window=1)
+    confirmed = stream.run()
+    store_broker.start()
+    expected = {f"a{i}".encode() for i in confirmed}
+    assert expected <= drain_queue(store_broker, "crash-amqp", expected)
+
+
+def test_stomp_receipted_persistent_messages_survive_kill_9(store_broker):
+    inbox = StompInbox()
+    conn = stomp.Connection([(store_broker.host, store_broker.port("stomp"))], heartbeats=(0, 0))
+    conn.set_listener("", inbox)
+    conn.connect(wait=True)
+
+    def send(i):
+        conn.send("/queue/crash-stomp", f"s{i}", headers={"persistent": "true"}, receipt=f"r{i}")
+
+    stream = AckedStream(store_broker, send)
+    threading.Thread(
+        target=lambda: [stream.acked(int(inbox.receipts.get()[1:])) for _ in iter(int, 1)], daemon=True
+    ).start()
+    receipted = stream.run()
+    store_broker.start()
+
+    # STOMP reads the queue back: every receipted message, each once.
+    inbox = StompInbox()
+    conn = stomp.Connection([(store_broker.host, store_broker.port("stomp"))], heartbeats=(0, 0))
+    conn.set_listener("", inbox)
+    conn.connect(wait=True)
+    conn.subscribe("/queue/crash-stomp", id="1", ack="auto")
+    expected = {f"s{i}" for i in receipted}
+    got = []
+    while not expected <= set(got):
+        got.append(inbox.messages.get(timeout=TIMEOUT).body)
+    assert len(got) == len(set(got)), "nothing twice"
+    conn.disconnect()
+
+
+def test_mqtt_acknowledged_qos1_messages_survive_kill_9_in_a_durable_queue(store_broker):
+    """MQTT QoS 1 into a durable AMQP queue bound to the topic: a PUBACK means on disk."""
+    connection, channel = pika_channel(store_broker)
+    channel.queue_declare("crash-mqtt", durable=True)
+    channel.queue_bind("crash-mqtt", "amq.topic", "crash.mqtt")
+    connection.close()
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="crash-mqtt", protocol=mqtt.MQTTv311)
+    numbers = {}
+    client.on_publish = lambda c, u, mid, rc, p: stream.acked(numbers[mid])
+    client.connect(store_broker.host, store_broker.port("mqtt"))
+    client.loop_start()
+
+    def send(i):
+        info = client.publish("crash/mqtt", f"m{i}".encode(), qos=1)
+        if info.rc != mqtt.MQTT_ERR_SUCCESS and info.rc != mqtt.MQTT_ERR_NO_CONN:
+            raise RuntimeError(info.rc)
+        numbers[info.mid] = i
+
+    stream = AckedStream(store_broker, send, window=20)
+    try:
+        acknowledged = stream.run()
+    finally:
+        client.loop_stop()
+    store_broker.start()
+    expected = {f"m{i}".encode() for i in acknowledged}
+    assert expected <= drain_queue(store_broker, "crash-mqtt", expected)

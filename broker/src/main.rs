@@ -225,27 +225,23 @@ async fn run(config: Config) -> anyhow::Result<()> {
 
 /// Opens the durable store (`[storage]`, on by default) and gives the router what it kept.
 fn open_store(config: &Config, router: &Router) -> anyhow::Result<Option<Arc<tolk_store::FjallStore>>> {
-    use tolk_core::store::{Space, Store, record};
     if !config.storage.enabled {
-        warn!("[storage] enabled = false: retained messages do not survive a restart");
+        warn!("[storage] enabled = false: retained messages and durable queues do not survive a restart");
         return Ok(None);
     }
     let dir = config.data_dir.join("store");
     let started = std::time::Instant::now();
     let store = tolk_store::FjallStore::open(&dir, &config.storage)
         .with_context(|| format!("cannot open the store in {}", dir.display()))?;
-    let mut restored = Vec::new();
-    for (key, value) in store.load(Space::Retained)? {
-        match record::decode_message(&value) {
-            Ok(Some(message)) => restored.push(message),
-            Ok(None) => {}
-            Err(e) => {
-                warn!(topic = %String::from_utf8_lossy(&key), error = %e, "a stored retained message was not restored")
-            }
-        }
-    }
-    info!(retained = restored.len(), elapsed = ?started.elapsed(), directory = %dir.display(), "store opened");
-    router.attach_store(store.clone(), restored);
+    let restored = router.attach_store(store.clone())?;
+    info!(
+        retained = restored.retained,
+        queues = restored.queues,
+        queued = restored.queued,
+        elapsed = ?started.elapsed(),
+        directory = %dir.display(),
+        "store opened"
+    );
     Ok(Some(store))
 }
 

@@ -8,6 +8,7 @@
 //! until acknowledgements make room. Prefetch 0 means the core's default credit (bounded, never
 //! unlimited).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -17,12 +18,13 @@ use amq_protocol::protocol::{AMQPClass, basic, confirm};
 use amq_protocol::types::ShortString;
 use bytes::{Bytes, BytesMut};
 use tolk_core::access::Right;
+use tolk_core::store::StoreError;
 use tolk_core::{Delivery, DropReason, Protocol, QoS, Queue, QueuePush};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use crate::access::{authorize, authorize_exchange, not_authorized};
 use crate::channel::{Channel, Consumer, Content, Publish, PublishTarget, Settle, Unacked, settle};
-use crate::context::Ctx;
+use crate::context::{Confirm, Ctx};
 use crate::error::{AmqpError, code};
 use crate::output::Output;
 use crate::queue::{find, unique_name};
@@ -407,19 +409,23 @@ fn finish_publish(
     let (exchange, key) = (publish.exchange.as_str(), publish.routing_key.as_str());
     let mut routed = false;
     let mut refused = 0usize;
-    let mut push = |queue: &Arc<Queue>, message: &Arc<tolk_core::Message>| match queue.push(message.clone()) {
-        QueuePush::Accepted => routed = true,
-        QueuePush::Full => {
-            // Counted by the queue.
-            routed = true;
-            refused += 1;
-        }
-        QueuePush::Deleted => ctx.shared.registry.forget_queue(queue),
-    };
+    // The store commit of what this message left on disk; commits are durable in order, so
+    // the last one made for it says when all of them are.
+    let mut durable = None;
+    let mut push =
+        |queue: &Arc<Queue>, message: &Arc<tolk_core::Message>| match queue.push(message.clone(), &mut durable) {
+            QueuePush::Accepted => routed = true,
+            QueuePush::Full => {
+                // Counted by the queue.
+                routed = true;
+                refused += 1;
+            }
+            QueuePush::Deleted => ctx.shared.registry.forget_queue(queue),
+        };
     match publish.target {
         PublishTarget::Bridge(topic) => {
             message.topic = topic;
-            let outcome = ctx.core.publish(Arc::new(message));
+            let outcome = ctx.core.publish_into(Arc::new(message), &mut durable);
             if outcome.not_authorized {
                 return Err(not_authorized(&format!("topic '{key}' on exchange '{exchange}'")));
             }
@@ -444,7 +450,7 @@ fn finish_publish(
                 Some(Ok(topic)) if !topic.starts_with(INTERNAL_TOPIC_PREFIX) => {
                     let mut bridged = (*message).clone();
                     bridged.topic = topic;
-                    let outcome = ctx.core.publish(Arc::new(bridged));
+                    let outcome = ctx.core.publish_into(Arc::new(bridged), &mut durable);
                     if outcome.not_authorized {
                         return Err(not_authorized(&format!("topic '{key}' through exchange '{exchange}'")));
                     }
@@ -469,16 +475,50 @@ fn finish_publish(
             debug!(error = %e, "could not return an unroutable message");
         }
     }
-    if let Some(seq) = ch.confirms {
+    let stored = durable.map(|commit| ctx.core.await_durable(commit)).is_some();
+    let confirm = ch.confirms.map(|seq| {
         ch.confirms = Some(seq + 1);
-        let m = if refused > 0 {
-            basic::AMQPMethod::Nack(basic::Nack { delivery_tag: seq, multiple: false, requeue: false })
-        } else {
-            basic::AMQPMethod::Ack(basic::Ack { delivery_tag: seq, multiple: false })
-        };
-        reply(out, ch, m);
+        Confirm { channel: ch.id, seq, nack: refused > 0 }
+    });
+    if !stored && confirm.is_none() {
+        return Ok(());
+    }
+    // A persistent message is confirmed once it is on disk (see `settle_stored`).
+    if let Some(Some(confirm)) = ctx.confirms.place(&ctx.core, stored, confirm) {
+        send_confirm(out, ch, confirm, false);
     }
     Ok(())
+}
+
+/// Sends `basic.ack`, or `basic.nack` when the message was refused or could not be stored.
+fn send_confirm(out: &mut Output, ch: &Channel, confirm: Confirm, unstored: bool) {
+    let tag = confirm.seq;
+    let m = if confirm.nack || unstored {
+        basic::AMQPMethod::Nack(basic::Nack { delivery_tag: tag, multiple: false, requeue: false })
+    } else {
+        basic::AMQPMethod::Ack(basic::Ack { delivery_tag: tag, multiple: false })
+    };
+    reply(out, ch, m);
+}
+
+/// The oldest store commit of this connection's publishes ended: its confirm goes out, a nack
+/// if the store could not keep the message (a publish without confirms is only logged; the
+/// client was never going to be told).
+pub(crate) fn settle_stored(
+    ctx: &mut Ctx,
+    channels: &HashMap<u16, Channel>,
+    out: &mut Output,
+    result: Result<(), StoreError>,
+) {
+    let waiting = ctx.confirms.settled();
+    if let Err(error) = &result {
+        warn!(client_id = %ctx.client_id, %error, "a published message could not be stored");
+    }
+    let Some(Some(confirm)) = waiting else { return };
+    // A channel closed meanwhile takes its confirms with it.
+    if let Some(ch) = channels.get(&confirm.channel).filter(|ch| ch.confirms.is_some()) {
+        send_confirm(out, ch, confirm, result.is_err());
+    }
 }
 
 fn get(ctx: &mut Ctx, ch: &mut Channel, out: &mut Output, m: basic::Get, now: Instant) -> Result<(), AmqpError> {

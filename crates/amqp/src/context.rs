@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tolk_core::auth::Authenticator;
-use tolk_core::{Metrics, Queue, Router, Session};
+use tolk_core::{AckLine, Metrics, Queue, Router, Session};
 
 use crate::config::AmqpConfig;
 use crate::exchange::ExchangeRegistry;
@@ -66,4 +66,17 @@ pub(crate) struct Ctx {
     /// Body bytes received for publishes not yet complete, over all channels; capped by
     /// `max_message_size_bytes` so that many channels cannot each buffer a large message.
     pub assembling: u64,
+    /// One entry per store commit the core session awaits, in publish order: the publisher
+    /// confirm to send once it is durable (`None` on a channel without confirms).
+    pub confirms: AckLine<Option<Confirm>>,
+}
+
+/// A publisher confirm waiting for the store (or in line behind one that is).
+pub(crate) struct Confirm {
+    /// The channel in confirm mode.
+    pub channel: u16,
+    /// The publish's sequence number (the confirm's delivery tag).
+    pub seq: u64,
+    /// A holder refused the message: a nack whatever the store says.
+    pub nack: bool,
 }

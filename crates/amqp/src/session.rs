@@ -20,7 +20,8 @@ use amqp_codec::{FRAME_MIN_SIZE, Frame, PROTOCOL_HEADER};
 use bytes::BytesMut;
 use tolk_core::auth::Credentials;
 use tolk_core::drive::ProtocolSession;
-use tolk_core::{CloseReason, Delivery, Protocol, Session};
+use tolk_core::store::StoreError;
+use tolk_core::{AckLine, CloseReason, Delivery, Protocol, Session};
 use tracing::{debug, info};
 
 use crate::channel::Channel;
@@ -91,6 +92,7 @@ impl AmqpSession {
             frame_max,
             metrics,
             assembling: 0,
+            confirms: AckLine::default(),
         };
         AmqpSession {
             ctx,
@@ -405,6 +407,11 @@ impl ProtocolSession for AmqpSession {
     /// of this connection's messages was full), so that silence is not blamed on the peer.
     fn excuse_silence(&mut self, now: Instant) {
         self.last_recv = now;
+    }
+
+    /// A persistent message reached the disk: its publisher confirm goes out.
+    fn handle_durable(&mut self, result: Result<(), StoreError>, _now: Instant) {
+        basic::settle_stored(&mut self.ctx, &self.channels, &mut self.out, result);
     }
 
     /// Bytes to write to the socket.

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+mod ack_line;
 pub mod auth;
 pub mod budget;
 mod delivery;
@@ -23,6 +24,7 @@ pub mod store;
 pub mod topic;
 mod trie;
 
+pub use ack_line::AckLine;
 pub use budget::MemoryBudget;
 pub use delivery::{Delivery, QueueAck};
 pub use message::{Destination, Message, Origin, Properties, QoS, SessionId};
@@ -30,7 +32,8 @@ pub use outbox::{Outbox, OutboxLimits, OutboxReceiver, Overflowed, PushOutcome, 
 pub use queue::{ConsumerId, ConsumerOptions, Queue, QueueOptions, QueuePush};
 pub use retained::RetainOutcome;
 pub use router::{
-    PublishOutcome, QueueError, Router, RouterConfig, Session, SharedError, Subscription, SubscriptionOptions, Target,
+    PublishOutcome, QueueError, Restored, Router, RouterConfig, Session, SharedError, Subscription,
+    SubscriptionOptions, Target,
 };
 pub use tolk_metrics::{CloseReason, Denial, DropReason, Hop, MemoryKind, Metrics, Protocol};
 pub use trie::Trie;

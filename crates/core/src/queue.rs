@@ -19,6 +19,7 @@ use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::{Delivery, QueueAck, Settle, Settler};
 use crate::message::{Message, QoS, SessionId};
 use crate::outbox::{Outbox, PushOutcome};
+use crate::store::{Change, Durable, Space, Store, record};
 
 /// Identifies a consumer within its queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,8 +37,8 @@ pub struct QueueOptions {
     pub max_length_bytes: usize,
     /// Delete the queue when its last consumer leaves (AMQP auto-delete, MQTT `$share` groups).
     pub auto_delete: bool,
-    /// Survives restarts in protocols that ask for it. Accepted and remembered; tolk keeps
-    /// queues in memory, so this only affects what passive declares report.
+    /// Survives restarts (AMQP `durable`, STOMP `/queue/`): with the store on, the queue, its
+    /// topic bindings and its persistent (at-least-once) messages are kept on disk.
     pub durable: bool,
     /// Session that owns an exclusive queue (AMQP `exclusive`); others may not consume.
     pub exclusive_owner: Option<SessionId>,
@@ -71,12 +72,18 @@ pub struct ConsumerOptions {
 struct Waiting {
     message: Arc<Message>,
     redelivered: bool,
+    /// Its arrival number in the store, or [`NOT_STORED`].
+    seq: u64,
 }
 
 struct Unacked {
     message: Arc<Message>,
     consumer: ConsumerId,
+    seq: u64,
 }
+
+/// The `seq` of a message the store does not hold.
+const NOT_STORED: u64 = 0;
 
 struct Consumer {
     id: ConsumerId,
@@ -94,6 +101,8 @@ struct State {
     next_consumer: usize,
     next_delivery: u64,
     next_consumer_id: u64,
+    /// The store arrival number of the next persistent message.
+    next_seq: u64,
     deleted: bool,
 }
 
@@ -105,6 +114,8 @@ pub struct Queue {
     default_credit: usize,
     state: Mutex<State>,
     budget: Arc<MemoryBudget>,
+    /// Where a durable queue keeps its persistent messages.
+    store: Option<Arc<dyn Store>>,
 }
 
 /// Why a push into a queue failed.
@@ -126,20 +137,43 @@ impl Queue {
         options: QueueOptions,
         default_credit: usize,
         budget: Arc<MemoryBudget>,
+        store: Option<Arc<dyn Store>>,
     ) -> Self {
         // The router resolves 0 to its default; a queue made directly has no byte limit.
         let options = QueueOptions {
             max_length_bytes: if options.max_length_bytes == 0 { usize::MAX / 4 } else { options.max_length_bytes },
             ..options
         };
-        Queue { name: name.into(), id, options, default_credit: default_credit.max(1), state: Mutex::default(), budget }
+        let store = store.filter(|_| options.durable);
+        let state = Mutex::new(State { next_seq: 1, ..State::default() });
+        Queue { name: name.into(), id, options, default_credit: default_credit.max(1), state, budget, store }
     }
 
-    /// Gives back the bytes of a message that left the queue for good.
-    fn release(&self, state: &mut State, message: &Message) {
+    /// Gives back the bytes of a message that left the queue for good, and its record.
+    fn release(&self, state: &mut State, message: &Message, seq: u64) {
         let cost = message_cost(message);
         state.bytes -= cost;
         self.budget.release(MemoryKind::Queue, cost);
+        self.forget(vec![seq]);
+    }
+
+    /// Deletes the records of messages that left. Not waited for: a delete lost in a crash
+    /// only brings a message back, which at-least-once allows.
+    fn forget(&self, seqs: Vec<u64>) {
+        let Some(store) = &self.store else { return };
+        let changes: Vec<Change> = seqs
+            .into_iter()
+            .filter(|&seq| seq != NOT_STORED)
+            .map(|seq| Change::Delete { space: Space::QueueMessages, key: record::queue_message_key(&self.name, seq) })
+            .collect();
+        if !changes.is_empty() {
+            drop(store.commit(changes));
+        }
+    }
+
+    /// Whether the queue keeps its persistent messages on disk.
+    pub fn is_stored(&self) -> bool {
+        self.store.is_some()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -176,8 +210,42 @@ impl Queue {
         self.lock().consumers.len()
     }
 
-    /// Adds a message. It goes straight to a consumer with credit if there is one.
-    pub fn push(self: &Arc<Self>, message: Arc<Message>) -> QueuePush {
+    /// Adds a message. It goes straight to a consumer with credit if there is one. A durable
+    /// queue writes a persistent message to the store first and leaves the commit in
+    /// `durable`: acknowledge the publisher once it resolves.
+    pub fn push(self: &Arc<Self>, message: Arc<Message>, durable: &mut Option<Durable>) -> QueuePush {
+        let store = self.store.as_ref().filter(|_| message.qos != QoS::AtMostOnce);
+        self.enqueue(message, false, |state, message| {
+            let Some(store) = store else { return NOT_STORED };
+            let seq = state.next_seq;
+            state.next_seq += 1;
+            let key = record::queue_message_key(&self.name, seq);
+            *durable = Some(store.commit(vec![Change::Put {
+                space: Space::QueueMessages,
+                key,
+                value: record::encode_message(message),
+            }]));
+            seq
+        })
+    }
+
+    /// Puts back a message the store kept under `seq` (at start, before anyone consumes).
+    /// Marked redelivered: it may have reached a consumer before the restart.
+    pub(crate) fn restore(self: &Arc<Self>, message: Message, seq: u64) -> QueuePush {
+        self.enqueue(Arc::new(message), true, |state, _| {
+            state.next_seq = state.next_seq.max(seq + 1);
+            seq
+        })
+    }
+
+    /// Admits a message within the queue's limits and the budget; `keep` stores it and
+    /// returns its arrival number.
+    fn enqueue(
+        self: &Arc<Self>,
+        message: Arc<Message>,
+        redelivered: bool,
+        keep: impl FnOnce(&mut State, &Message) -> u64,
+    ) -> QueuePush {
         let mut state = self.lock();
         if state.deleted {
             return QueuePush::Deleted;
@@ -203,7 +271,8 @@ impl Queue {
             return QueuePush::Full;
         }
         state.bytes += cost;
-        state.ready.push_back(Waiting { message, redelivered: false });
+        let seq = keep(&mut state, &message);
+        state.ready.push_back(Waiting { message, redelivered, seq });
         self.dispatch(&mut state);
         QueuePush::Accepted
     }
@@ -244,11 +313,11 @@ impl Queue {
         let now = Instant::now();
         let waiting = self.pop_live(&mut state, now)?;
         let settle = ack.then(|| {
-            let id = Self::track(&mut state, &waiting.message, owner);
+            let id = Self::track(&mut state, &waiting, owner);
             QueueAck::new(self.clone(), id)
         });
         if settle.is_none() {
-            self.release(&mut state, &waiting.message);
+            self.release(&mut state, &waiting.message, waiting.seq);
         }
         Some((waiting.message, waiting.redelivered, settle))
     }
@@ -271,20 +340,26 @@ impl Queue {
     pub fn purge(&self) -> usize {
         let mut state = self.lock();
         let n = state.ready.len();
+        let mut seqs = Vec::with_capacity(n);
         for waiting in std::mem::take(&mut state.ready) {
-            self.release(&mut state, &waiting.message);
+            let cost = message_cost(&waiting.message);
+            state.bytes -= cost;
+            self.budget.release(MemoryKind::Queue, cost);
+            seqs.push(waiting.seq);
         }
+        self.forget(seqs);
         n
     }
 
-    /// Marks the queue deleted: later pushes fail, consumers get nothing more. Returns the
-    /// number of messages discarded.
+    /// Marks the queue deleted: later pushes fail, consumers get nothing more, and its stored
+    /// messages are forgotten. Returns the number of messages discarded.
     pub(crate) fn mark_deleted(&self) -> usize {
         let mut state = self.lock();
         state.deleted = true;
         let n = state.ready.len() + state.unacked.len();
-        state.ready.clear();
-        state.unacked.clear();
+        let state = &mut *state;
+        let seqs = state.ready.drain(..).map(|w| w.seq).chain(state.unacked.drain().map(|(_, u)| u.seq)).collect();
+        self.forget(seqs);
         state.consumers.clear();
         self.budget.release(MemoryKind::Queue, std::mem::take(&mut state.bytes));
         n
@@ -297,25 +372,26 @@ impl Queue {
             c.in_flight = c.in_flight.saturating_sub(1);
         }
         match how {
-            Settle::Requeue => state.ready.push_front(Waiting { message: unacked.message, redelivered: true }),
-            Settle::Ack | Settle::Discard => self.release(&mut state, &unacked.message),
+            Settle::Requeue => {
+                state.ready.push_front(Waiting { message: unacked.message, redelivered: true, seq: unacked.seq })
+            }
+            Settle::Ack | Settle::Discard => self.release(&mut state, &unacked.message, unacked.seq),
         }
         self.dispatch(&mut state);
     }
 
     fn requeue_consumer(&self, state: &mut State, id: ConsumerId) {
-        let mut held: Vec<(u64, Arc<Message>)> =
-            state.unacked.extract_if(|_, u| u.consumer == id).map(|(tag, u)| (tag, u.message)).collect();
+        let mut held: Vec<(u64, Unacked)> = state.unacked.extract_if(|_, u| u.consumer == id).collect();
         held.sort_unstable_by_key(|(tag, _)| std::cmp::Reverse(*tag));
-        for (_, message) in held {
-            state.ready.push_front(Waiting { message, redelivered: true });
+        for (_, u) in held {
+            state.ready.push_front(Waiting { message: u.message, redelivered: true, seq: u.seq });
         }
     }
 
-    fn track(state: &mut State, message: &Arc<Message>, consumer: ConsumerId) -> u64 {
+    fn track(state: &mut State, waiting: &Waiting, consumer: ConsumerId) -> u64 {
         state.next_delivery += 1;
         let id = state.next_delivery;
-        state.unacked.insert(id, Unacked { message: message.clone(), consumer });
+        state.unacked.insert(id, Unacked { message: waiting.message.clone(), consumer, seq: waiting.seq });
         id
     }
 
@@ -325,7 +401,7 @@ impl Queue {
                 return Some(w);
             }
             self.budget.metrics().protocol(w.message.origin.protocol).dropped(DropReason::Expired, 1);
-            self.release(state, &w.message);
+            self.release(state, &w.message, w.seq);
         }
         None
     }
@@ -345,7 +421,7 @@ impl Queue {
             state.next_consumer = (index + 1) % n;
             let Some(waiting) = self.pop_live(state, now) else { return };
             let consumer_id = state.consumers[index].id;
-            let id = Self::track(state, &waiting.message, consumer_id);
+            let id = Self::track(state, &waiting, consumer_id);
             let consumer = &mut state.consumers[index];
             let delivery = Delivery {
                 qos: waiting.message.qos.min(consumer.options.max_qos),
@@ -392,7 +468,7 @@ mod tests {
     }
 
     fn queue() -> Arc<Queue> {
-        Arc::new(Queue::new("q", SessionId(100), QueueOptions::default(), 8, test_budget()))
+        Arc::new(Queue::new("q", SessionId(100), QueueOptions::default(), 8, test_budget(), None))
     }
 
     fn msg(n: u8) -> Arc<Message> {
@@ -420,7 +496,7 @@ mod tests {
         let (_a, rx_a) = consumer(&q, 2);
         let (_b, rx_b) = consumer(&q, 2);
         for n in 0..5 {
-            q.push(msg(n));
+            q.push(msg(n), &mut None);
         }
         let a: Vec<u8> = take(&rx_a).iter().map(|d| d.message.payload[0]).collect();
         let b: Vec<u8> = take(&rx_b).iter().map(|d| d.message.payload[0]).collect();
@@ -432,8 +508,8 @@ mod tests {
     fn ack_frees_credit_and_nack_requeues_marked_redelivered() {
         let q = queue();
         let (_a, rx) = consumer(&q, 1);
-        q.push(msg(1));
-        q.push(msg(2));
+        q.push(msg(1), &mut None);
+        q.push(msg(2), &mut None);
         let first = take(&rx).pop().unwrap();
         assert!(!first.redelivered);
         first.ack.as_ref().unwrap().nack(true);
@@ -451,7 +527,7 @@ mod tests {
         let q = queue();
         let (a, rx_a) = consumer(&q, 8);
         for n in 0..3 {
-            q.push(msg(n));
+            q.push(msg(n), &mut None);
         }
         assert_eq!(take(&rx_a).len(), 3);
         let (_b, rx_b) = consumer(&q, 8);
@@ -466,7 +542,7 @@ mod tests {
         let (_a, rx_a) = consumer(&q, 8);
         let (_b, rx_b) = consumer(&q, 8);
         drop(rx_a);
-        q.push(msg(1));
+        q.push(msg(1), &mut None);
         assert_eq!(take(&rx_b).len(), 1);
         assert_eq!(q.consumer_count(), 1);
     }
@@ -479,9 +555,10 @@ mod tests {
             QueueOptions { max_length: 1, ..Default::default() },
             8,
             test_budget(),
+            None,
         ));
-        assert_eq!(q.push(msg(1)), QueuePush::Accepted);
-        assert_eq!(q.push(msg(2)), QueuePush::Full);
+        assert_eq!(q.push(msg(1), &mut None), QueuePush::Accepted);
+        assert_eq!(q.push(msg(2), &mut None), QueuePush::Full);
         let puller = q.pull_consumer();
         let (m, redelivered, ack) = q.get(puller, true).unwrap();
         assert_eq!((m.payload[0], redelivered), (1, false));

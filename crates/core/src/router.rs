@@ -166,6 +166,17 @@ pub struct PublishOutcome {
     pub durable: bool,
 }
 
+/// What [`Router::attach_store`] put back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Retained messages.
+    pub retained: usize,
+    /// Durable queues.
+    pub queues: usize,
+    /// Messages in durable queues.
+    pub queued: usize,
+}
+
 /// Errors from queue declarations.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueueError {
@@ -367,7 +378,11 @@ impl Router {
                         outcome.refused += 1;
                     }
                 }
-                kept => *durable = self.keep_retained(&message, kept),
+                kept => {
+                    if let Some(commit) = self.keep_retained(&message, kept) {
+                        *durable = Some(commit);
+                    }
+                }
             }
         }
         let now = Instant::now();
@@ -416,7 +431,7 @@ impl Router {
                         PushOutcome::Closed => {}
                     }
                 }
-                Target::Queue(queue) => match queue.push(message.clone()) {
+                Target::Queue(queue) => match queue.push(message.clone(), durable) {
                     QueuePush::Accepted => outcome.delivered += 1,
                     // Counted by the queue.
                     QueuePush::Full => outcome.refused += 1,
@@ -427,15 +442,85 @@ impl Router {
         outcome
     }
 
-    /// Keeps retained messages in `store` from now on, after putting back those it held
-    /// (`restored`, read at start, before any client is served). At most once.
-    pub fn attach_store(&self, store: Arc<dyn Store>, restored: Vec<Message>) {
-        for message in restored {
-            if self.0.retained.store(&Arc::new(message)) == RetainOutcome::Full {
-                tracing::warn!("a stored retained message does not fit the retained limits; not restored");
+    /// Puts back what `store` kept (retained messages, durable queues with their bindings and
+    /// messages) and keeps them there from now on. Call it once, at start, before any client
+    /// is served. Records that cannot be read are skipped with a log line.
+    pub fn attach_store(&self, store: Arc<dyn Store>) -> Result<Restored, StoreError> {
+        let _ = self.0.store.set(store.clone());
+        let mut restored = Restored::default();
+        for (key, value) in store.load(Space::Retained)? {
+            match record::decode_message(&value) {
+                Ok(Some(message)) => match self.0.retained.store(&Arc::new(message)) {
+                    RetainOutcome::Full => tracing::warn!("a stored retained message does not fit the retained limits"),
+                    _ => restored.retained += 1,
+                },
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(topic = %String::from_utf8_lossy(&key), error = %e, "a stored retained message was not restored")
+                }
             }
         }
-        let _ = self.0.store.set(store);
+        for (key, value) in store.load(Space::Queues)? {
+            let name = String::from_utf8_lossy(&key);
+            match record::decode_queue(&value) {
+                Ok(kept) => self.restore_queue(&name, kept),
+                Err(e) => tracing::warn!(queue = %name, error = %e, "a stored queue was not restored"),
+            }
+            restored.queues += 1;
+        }
+        for (key, value) in store.load(Space::QueueMessages)? {
+            let Some((name, seq)) = record::split_queue_message_key(&key) else { continue };
+            let Some(queue) = self.queue(name) else {
+                // Its queue was deleted and the crash came before the messages' deletes.
+                drop(store.commit(vec![Change::Delete { space: Space::QueueMessages, key }]));
+                continue;
+            };
+            match record::decode_message(&value) {
+                Ok(Some(message)) => match queue.restore(message, seq) {
+                    QueuePush::Accepted => restored.queued += 1,
+                    _ => tracing::warn!(queue = name, "a stored message does not fit its queue's limits; not restored"),
+                },
+                Ok(None) => drop(store.commit(vec![Change::Delete { space: Space::QueueMessages, key }])),
+                Err(e) => tracing::warn!(queue = name, error = %e, "a stored queue message was not restored"),
+            }
+        }
+        Ok(restored)
+    }
+
+    fn restore_queue(&self, name: &str, kept: record::QueueRecord) {
+        let options = QueueOptions {
+            max_length: usize::try_from(kept.max_length).unwrap_or(usize::MAX),
+            max_length_bytes: usize::try_from(kept.max_length_bytes).unwrap_or(usize::MAX),
+            durable: true,
+            ..QueueOptions::default()
+        };
+        let queue = match self.declare_queue(name, options) {
+            Ok((queue, _)) => queue,
+            Err(e) => return tracing::warn!(queue = name, error = %e, "a stored queue was not restored"),
+        };
+        for (filter, tag) in kept.bindings {
+            if let Err(e) = self.bind_checked(&queue, &filter, tag, None) {
+                tracing::warn!(queue = name, filter, error = %e, "a stored binding was not restored");
+            }
+        }
+    }
+
+    /// Writes a durable queue's record (its options and current bindings) to the store.
+    fn keep_queue(&self, queue: &Queue) {
+        let Some(store) = self.0.store.get().filter(|_| queue.is_stored()) else { return };
+        // Committed under the read lock: no binding changes between this snapshot and its
+        // place in the store's order, so the last record written has every binding.
+        let subs = self.read();
+        let bindings = subs.by_owner.get(&queue.id()).cloned().unwrap_or_default();
+        let options = queue.options();
+        let kept = record::QueueRecord {
+            max_length: options.max_length as u64,
+            max_length_bytes: options.max_length_bytes as u64,
+            bindings,
+        };
+        let key = queue.name().as_bytes().to_vec();
+        drop(store.commit(vec![Change::Put { space: Space::Queues, key, value: record::encode_queue(&kept) }]));
+        drop(subs);
     }
 
     /// Writes a retained message's change through to the store. The message is routed at once;
@@ -485,8 +570,12 @@ impl Router {
             return Ok((existing.clone(), false));
         }
         let id = self.next_session_id();
-        let queue = Arc::new(Queue::new(name, id, options, self.0.config.consumer_credit, self.0.budget.clone()));
+        let store = self.0.store.get().cloned();
+        let queue =
+            Arc::new(Queue::new(name, id, options, self.0.config.consumer_credit, self.0.budget.clone(), store));
         queues.insert(name.to_owned(), queue.clone());
+        drop(queues);
+        self.keep_queue(&queue);
         Ok((queue, true))
     }
 
@@ -500,7 +589,16 @@ impl Router {
     pub fn delete_queue(&self, name: &str) -> Option<usize> {
         let queue = self.queues().remove(name)?;
         self.unsubscribe_all(queue.id());
+        self.forget_queue(&queue);
         Some(queue.mark_deleted())
+    }
+
+    /// Deletes a durable queue's record (its messages go with [`Queue::mark_deleted`]).
+    fn forget_queue(&self, queue: &Queue) {
+        if let Some(store) = self.0.store.get().filter(|_| queue.is_stored()) {
+            let key = queue.name().as_bytes().to_vec();
+            drop(store.commit(vec![Change::Delete { space: Space::Queues, key }]));
+        }
     }
 
     /// Deletes `queue` if it is auto-delete and nobody consumes from it any more.
@@ -514,6 +612,7 @@ impl Router {
             queues.remove(queue.name());
             drop(queues);
             self.unsubscribe_all(queue.id());
+            self.forget_queue(queue);
             queue.mark_deleted();
         }
     }
@@ -538,12 +637,20 @@ impl Router {
             target: Target::Queue(queue.clone()),
             read_check,
         };
-        self.subscribe(filter, subscription)
+        let replaced = self.subscribe(filter, subscription)?;
+        if !replaced {
+            self.keep_queue(queue);
+        }
+        Ok(replaced)
     }
 
     /// Removes a binding made with [`Router::bind_queue`].
     pub fn unbind_queue(&self, queue: &Arc<Queue>, filter: &str, tag: u64) -> bool {
-        self.unsubscribe(queue.id(), filter, tag)
+        let removed = self.unsubscribe(queue.id(), filter, tag);
+        if removed {
+            self.keep_queue(queue);
+        }
+        removed
     }
 
     /// Deletes every exclusive queue owned by `owner` (its connection ended).
@@ -733,16 +840,24 @@ impl Session {
     /// delivery is still queued and the session becomes congested: its connection should stop
     /// reading until [`Session::relieve_congestion`] returns.
     pub fn publish(&self, message: Arc<Message>) -> PublishOutcome {
-        if !self.permits(Denial::Publish, |a| a.may_publish(&message.topic)) {
-            return PublishOutcome { not_authorized: true, ..PublishOutcome::default() };
-        }
-        let mut congested = Vec::new();
         let mut durable = None;
-        let mut outcome = self.router.route(message, &mut congested, &mut durable);
+        let mut outcome = self.publish_into(message, &mut durable);
         if let Some(durable) = durable.filter(|_| self.tracks_durable) {
             outcome.durable = true;
             self.await_durable(durable);
         }
+        outcome
+    }
+
+    /// [`Session::publish`], leaving the store commit of what it kept in `durable` rather
+    /// than awaiting it: for a front end that gathers one message's commits from several
+    /// routes (AMQP exchanges) and awaits only the last.
+    pub fn publish_into(&self, message: Arc<Message>, durable: &mut Option<Durable>) -> PublishOutcome {
+        if !self.permits(Denial::Publish, |a| a.may_publish(&message.topic)) {
+            return PublishOutcome { not_authorized: true, ..PublishOutcome::default() };
+        }
+        let mut congested = Vec::new();
+        let outcome = self.router.route(message, &mut congested, durable);
         if !congested.is_empty() {
             let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
             for outbox in congested {

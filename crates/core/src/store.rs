@@ -19,16 +19,23 @@ pub mod record;
 pub enum Space {
     /// The retained message of each topic, keyed by topic.
     Retained,
+    /// Durable named queues: their options and topic bindings, keyed by queue name.
+    Queues,
+    /// Persistent messages waiting in durable queues, keyed by queue and arrival
+    /// ([`record::queue_message_key`]), so that a queue's messages load in order.
+    QueueMessages,
 }
 
 impl Space {
     /// Every space, for engines that create them at open.
-    pub const ALL: &'static [Space] = &[Space::Retained];
+    pub const ALL: &'static [Space] = &[Space::Retained, Space::Queues, Space::QueueMessages];
 
     /// The space's name on disk.
     pub const fn name(self) -> &'static str {
         match self {
             Space::Retained => "retained",
+            Space::Queues => "queues",
+            Space::QueueMessages => "queue_messages",
         }
     }
 }
@@ -80,7 +87,7 @@ pub trait Store: Send + Sync + 'static {
     /// durable later than one made after it, so waiting for the last of several suffices.
     fn commit(&self, changes: Vec<Change>) -> Durable;
 
-    /// Every record of `space` (at start, before the broker serves anyone).
+    /// Every record of `space` in key order (at start, before the broker serves anyone).
     fn load(&self, space: Space) -> Result<Vec<Record>, StoreError>;
 }
 

@@ -18,9 +18,9 @@ use rmqtt_codec::v5::{
 };
 use tolk_core::access::SubscribeError;
 use tolk_core::drive::Egress;
-use tolk_core::store::{Durable, StoreError};
+use tolk_core::store::StoreError;
 use tolk_core::{
-    CloseReason, Delivery, DropReason, Metrics, Origin, PublishOutcome, QoS, QueueError, SharedError,
+    AckLine, CloseReason, Delivery, DropReason, Metrics, Origin, PublishOutcome, QoS, QueueError, SharedError,
     SubscriptionOptions, topic,
 };
 
@@ -99,10 +99,8 @@ pub struct MqttSession {
     inbound_aliases: InboundAliases,
     outbound_aliases: OutboundAliases,
     keep_alive_timeout: Option<Duration>,
-    /// Acknowledgements waiting for the store, one per commit pending on the core session, in
-    /// the order the PUBLISHes came (MQTT-4.6.0-2). Boxed: most sessions never have one.
-    #[allow(clippy::box_collection, reason = "8 bytes instead of 32 in every session, most of which never hold one")]
-    awaiting_store: Option<Box<VecDeque<DeferredAck>>>,
+    /// Acknowledgements waiting for the store, in the order the PUBLISHes came (MQTT-4.6.0-2).
+    awaiting_store: AckLine<DeferredAck>,
 }
 
 /// A PUBACK or PUBREC held until what its PUBLISH left in the store is on disk.
@@ -128,8 +126,9 @@ impl MqttSession {
         config: Arc<MqttConfig>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let mut awaiting_store = AckLine::default();
         // A resumed session's pending commits were the old connection's to acknowledge.
-        state.core.forget_durable();
+        awaiting_store.forget(&state.core);
         let window = usize::from(config.max_inflight.min(plan.client_receive_max).max(1));
         let version = codec.version();
         let (alias_in, alias_out) = match version {
@@ -149,7 +148,7 @@ impl MqttSession {
             inbound_aliases: InboundAliases::new(alias_in),
             outbound_aliases: OutboundAliases::new(alias_out),
             keep_alive_timeout: plan.keep_alive_timeout,
-            awaiting_store: None,
+            awaiting_store,
             config,
             metrics,
         }
@@ -405,28 +404,23 @@ impl MqttSession {
             // Refused, so not routed: a resend of this QoS 2 id must be routed afresh.
             self.state.incoming.release(id);
         }
-        if outcome.durable {
-            // Acknowledged once the store has it (see `handle_durable`).
-            let deferred = DeferredAck { qos: publish.qos, packet_id, reason };
-            self.awaiting_store.get_or_insert_default().push_back(deferred);
-            return Ok(());
-        }
-        self.ack_publish(publish.qos, packet_id, reason);
+        // Acknowledged once the store has it (see `handle_durable`).
+        self.place_ack(outcome.durable, DeferredAck { qos: publish.qos, packet_id, reason });
         Ok(())
     }
 
     /// Sends a PUBACK or PUBREC now, or, while earlier ones wait for the store, in line behind
     /// them: MQTT acknowledges QoS 1 publishes in the order they came.
     fn ack_publish(&mut self, qos: WireQoS, packet_id: Option<NonZeroU16>, reason: PublishAckReason) {
-        if packet_id.is_none() {
-            return;
+        if packet_id.is_some() {
+            self.place_ack(false, DeferredAck { qos, packet_id, reason });
         }
-        if let Some(waiting) = self.awaiting_store.as_mut().filter(|w| !w.is_empty()) {
-            waiting.push_back(DeferredAck { qos, packet_id, reason });
-            self.state.core.await_durable(Durable::ready(Ok(())));
-            return;
+    }
+
+    fn place_ack(&mut self, stored: bool, ack: DeferredAck) {
+        if let Some(ack) = self.awaiting_store.place(&self.state.core, stored, ack) {
+            self.send_ack(ack.qos, ack.packet_id, ack.reason);
         }
-        self.send_ack(qos, packet_id, reason);
     }
 
     fn send_ack(&mut self, qos: WireQoS, packet_id: Option<NonZeroU16>, reason_code: PublishAckReason) {
@@ -444,10 +438,7 @@ impl MqttSession {
     /// message (0x97 Quota exceeded when the store is full, 0x80 otherwise); MQTT 3.1.1 cannot,
     /// so the connection closes and the client sends the message again after reconnecting.
     pub fn handle_durable(&mut self, result: Result<(), StoreError>) -> Result<(), Close> {
-        let Some(ack) = self.awaiting_store.as_mut().and_then(|w| w.pop_front()) else { return Ok(()) };
-        if self.awaiting_store.as_ref().is_some_and(|w| w.is_empty()) {
-            self.awaiting_store = None;
-        }
+        let Some(ack) = self.awaiting_store.settled() else { return Ok(()) };
         let Err(error) = result else {
             self.send_ack(ack.qos, ack.packet_id, ack.reason);
             return Ok(());

@@ -57,7 +57,7 @@ fn publish(topic: &str, id: u16, retain: bool) -> r5::Packet {
 async fn pubacks_wait_for_the_store_and_keep_their_order() {
     let broker = start(config()).await;
     let gate = Arc::new(Gate::default());
-    broker.router.attach_store(gate.clone(), Vec::new());
+    broker.router.attach_store(gate.clone()).unwrap();
     let (mut raw, _) = Raw::handshake5(broker.port, Raw::connect5("durable")).await;
 
     // A retained message goes to the store; a plain one after it keeps nothing but must be

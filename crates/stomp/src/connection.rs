@@ -15,6 +15,7 @@ use tolk_core::auth::Authenticator;
 use tolk_core::drive::{DriveLimits, Egress, ProtocolSession, drive};
 use tolk_core::hold::{self, Held, HeldInput};
 use tolk_core::listener::{Connection, ConnectionHandler};
+use tolk_core::store::StoreError;
 use tolk_core::{CloseReason, Delivery, Metrics, Protocol, Session};
 use tracing::debug;
 
@@ -138,6 +139,12 @@ impl ProtocolSession for StompConnection {
     fn handle_overflow(&mut self, _now: Instant) {
         let reason = self.session.handle_slow_consumer();
         self.end(reason);
+    }
+
+    fn handle_durable(&mut self, result: Result<(), StoreError>, _now: Instant) {
+        if let Err(reason) = self.session.handle_durable(result) {
+            self.end(reason);
+        }
     }
 
     /// STOMP watches no signal.

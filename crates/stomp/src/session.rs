@@ -13,9 +13,10 @@ use std::time::{Instant, SystemTime};
 
 use bytes::BytesMut;
 use stomp_codec::{Command, DecodeError, Encoder, Frame, Utf8Bytes, Version, encode_heartbeat};
+use tolk_core::store::{Durable, StoreError};
 use tolk_core::{
-    CloseReason, Delivery, DropReason, Message, Origin, QoS, Queue, QueueAck, QueueOptions, QueuePush, Session,
-    SubscriptionOptions,
+    AckLine, CloseReason, Delivery, DropReason, Message, Origin, QoS, Queue, QueueAck, QueueOptions, QueuePush,
+    Session, SubscriptionOptions,
 };
 use tracing::{debug, info, warn};
 
@@ -99,6 +100,11 @@ pub(crate) struct StompSession {
     unacked: Unacked,
     transactions: Transactions<Deferred>,
     client_id: Arc<str>,
+    /// One entry per store commit the core session awaits, and the receipts in line behind
+    /// them: a RECEIPT goes out only once every message sent before it is on disk.
+    receipts: AckLine<Option<String>>,
+    /// DISCONNECT came while receipts waited for the store: close once they are sent.
+    disconnecting: bool,
 }
 
 fn required<'f>(frame: &'f Frame, name: &str) -> Result<&'f str, StompError> {
@@ -132,6 +138,8 @@ impl StompSession {
             peer,
             identity: None,
             core,
+            receipts: AckLine::default(),
+            disconnecting: false,
         }
     }
 
@@ -220,6 +228,32 @@ impl StompSession {
         error.reason
     }
 
+    /// The oldest store commit of this connection's messages ended: the receipts waiting for
+    /// it go out. STOMP has no negative receipt, so a message the store could not keep is an
+    /// ERROR: the client sends it again on a new connection.
+    pub fn handle_durable(&mut self, result: Result<(), StoreError>) -> Result<(), CloseReason> {
+        let waiting = self.receipts.settled();
+        if let Err(error) = result {
+            let message = format!("a persistent message could not be stored ({error}); send it again");
+            return Err(self.fail(StompError::limit(message), None));
+        }
+        if let Some(Some(receipt)) = waiting {
+            self.write(&Frame::receipt(&receipt));
+        }
+        if self.disconnecting && self.receipts.is_empty() {
+            return Err(CloseReason::ClientClosed);
+        }
+        Ok(())
+    }
+
+    /// Puts a store commit of this connection's publish in line: receipts after it wait.
+    fn await_stored(&mut self, durable: Option<Durable>) {
+        if let Some(commit) = durable {
+            self.core.await_durable(commit);
+            self.receipts.place(&self.core, true, None);
+        }
+    }
+
     /// The decoder rejected the client's bytes.
     pub fn handle_decode_error(&mut self, error: DecodeError) -> CloseReason {
         self.fail(StompError::from(error), None)
@@ -280,12 +314,23 @@ impl StompSession {
         };
         match result {
             Ok(flow) => {
+                // Spec "RECEIPT": sent once the frame's effect is done, which for a persistent
+                // message is when it is on disk (see `handle_durable`).
+                let mut waits = false;
                 if let Some(receipt) = receipt {
-                    // Spec "RECEIPT": sent once the frame's effect is done, which it now is.
-                    self.write(&Frame::receipt(receipt));
+                    match self.receipts.place(&self.core, false, Some(receipt.to_owned())) {
+                        Some(Some(now)) => {
+                            self.write(&Frame::receipt(&now));
+                        }
+                        _ => waits = true,
+                    }
                 }
                 if flow == Flow::Disconnect {
                     self.phase = Phase::Closed;
+                    if waits {
+                        self.disconnecting = true;
+                        return Ok(());
+                    }
                     return Err(CloseReason::ClientClosed);
                 }
                 Ok(())
@@ -416,7 +461,9 @@ impl StompSession {
         if !to_queue {
             counters.messages_in.fetch_add(1, Relaxed);
             let topic = message.topic.clone();
-            let outcome = self.core.publish(message);
+            let mut durable = None;
+            let outcome = self.core.publish_into(message, &mut durable);
+            self.await_stored(durable);
             if outcome.not_authorized {
                 return Err(StompError::not_authorized(format!("not authorized to send to /topic/{topic}")));
             }
@@ -435,9 +482,11 @@ impl StompSession {
         // A queue deleted (by another protocol) between lookup and push is declared afresh once.
         for _ in 0..2 {
             let queue = self.queue(&message.topic)?;
-            match queue.push(message.clone()) {
+            let mut durable = None;
+            match queue.push(message.clone(), &mut durable) {
                 QueuePush::Accepted => {
                     counters.messages_in.fetch_add(1, Relaxed);
+                    self.await_stored(durable);
                     return Ok(());
                 }
                 QueuePush::Full => {
@@ -470,8 +519,9 @@ impl StompSession {
         if let Some(queue) = router.queue(name) {
             return Ok(queue);
         }
-        // max_length 0 = the router's configured `queue_max_length`.
-        let options = QueueOptions { max_length: 0, ..QueueOptions::default() };
+        // max_length 0 = the router's configured `queue_max_length`. Durable, as RabbitMQ's
+        // STOMP queues are: `persistent:true` messages in it survive a restart.
+        let options = QueueOptions { max_length: 0, durable: true, ..QueueOptions::default() };
         router
             .declare_queue(name, options)
             .map(|(queue, _)| queue)
