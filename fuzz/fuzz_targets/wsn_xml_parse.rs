@@ -94,7 +94,24 @@ fn same_payloads(original: &Request, back: &mut Request, limits: &Limits) {
 /// `ours` without the ` xmlns:p="…"` declarations on its root element for prefixes that the
 /// root of `theirs` does not declare.
 fn without_borrowed_declarations(ours: &[u8], theirs: &[u8]) -> Vec<u8> {
-    let root_end = |b: &[u8]| b.iter().position(|&c| c == b'>').unwrap_or(b.len());
+    // The root start tag ends at the first `>` outside a quoted attribute value.
+    let root_end = |b: &[u8]| {
+        let mut quote = None;
+        b.iter()
+            .position(|&c| match quote {
+                Some(q) if c == q => {
+                    quote = None;
+                    false
+                }
+                Some(_) => false,
+                None if c == b'"' || c == b'\'' => {
+                    quote = Some(c);
+                    false
+                }
+                None => c == b'>',
+            })
+            .unwrap_or(b.len())
+    };
     let (ours_root, theirs_root) = (&ours[..root_end(ours)], &theirs[..root_end(theirs)]);
     let mut out = Vec::with_capacity(ours.len());
     let mut at = 0;

@@ -46,8 +46,41 @@ pub enum Command {
     /// Store many retained messages, run a steady probe pair, and have a new client subscribe
     /// to `#`: the probe's latency before, during and after the retained flood.
     RetainedStall(StallArgs),
+    /// AMQP persistent messages with publisher confirms into a durable queue without
+    /// consumer, a window of them unconfirmed at once: confirmed messages per second, and the
+    /// queue's message count afterwards (a confirmed message missing from it is loss).
+    DurableConfirms(DurableArgs),
     /// Print a Markdown table comparing the JSON reports in a directory, candidate/baseline.
     Compare(CompareArgs),
+}
+
+/// Options of `durable-confirms`.
+#[derive(Debug, Clone, Args)]
+pub struct DurableArgs {
+    /// AMQP broker, as amqp://host:port.
+    #[arg(long, default_value = "amqp://127.0.0.1:5672")]
+    pub target: Target,
+
+    /// Messages to publish.
+    #[arg(long, default_value_t = 20_000)]
+    pub messages: u64,
+
+    /// Most messages published and not yet confirmed.
+    #[arg(long, default_value_t = 64)]
+    pub window: usize,
+
+    /// Bytes per message.
+    #[arg(long, default_value_t = 100)]
+    pub payload: usize,
+
+    /// Row name in the printed line.
+    #[arg(long, default_value = "broker")]
+    pub label: String,
+
+    /// Leave the queue and its messages in the broker (for a recovery measurement) instead of
+    /// deleting it at the end.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// Options shared by every scenario.

@@ -50,6 +50,10 @@ async fn main() -> Result<()> {
             let report = scenario::attack::run(&args).await?;
             return output(&report, report.to_text(), report.row(), args.report.json, args.report.table);
         }
+        Command::DurableConfirms(args) => {
+            println!("{}", scenario::durable::run(&args).await?);
+            return Ok(());
+        }
         Command::RetainedStall(args) => {
             let report = scenario::stall::run(&args).await?;
             return output(&report, report.to_text(), report.row(), args.report.json, args.report.table);

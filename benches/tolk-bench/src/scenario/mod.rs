@@ -3,6 +3,7 @@
 
 pub mod attack;
 mod burst;
+pub mod durable;
 mod flow;
 mod idle;
 pub mod stall;
