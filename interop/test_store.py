@@ -235,3 +235,70 @@ def test_mqtt_acknowledged_qos1_messages_survive_kill_9_in_a_durable_queue(store
     store_broker.start()
     expected = {f"m{i}".encode() for i in acknowledged}
     assert expected <= drain_queue(store_broker, "crash-mqtt", expected)
+
+
+def persistent_subscriber(broker, client_id, topic_filter=None):
+    """A paho 3.1.1 client with clean session 0: `(client, session_present, messages)`;
+    subscribes to `topic_filter` (QoS 1) when given."""
+    got = queue.Queue()
+    connected = queue.Queue()
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311,
+                         clean_session=False)
+    client.on_message = lambda c, u, m: got.put(m.payload)
+    client.on_connect = lambda c, u, flags, rc, p: connected.put(flags.session_present)
+    subscribed = queue.Queue()
+    client.on_subscribe = lambda c, u, mid, rcs, p: subscribed.put(rcs)
+    client.connect(broker.host, broker.port("mqtt"))
+    client.loop_start()
+    present = connected.get(timeout=TIMEOUT)
+    if topic_filter:
+        client.subscribe(topic_filter, qos=1)
+        subscribed.get(timeout=TIMEOUT)
+    return client, present, got
+
+
+def test_a_persistent_mqtt_session_and_its_acknowledged_messages_survive_kill_9(store_broker):
+    """A clean-session-0 subscriber goes offline; paho streams QoS 1 messages to it and the
+    broker is killed mid-stream. After the restart the subscriber resumes its session (session
+    present, no new SUBSCRIBE) and receives every message whose PUBACK the publisher had."""
+    client, present, _ = persistent_subscriber(store_broker, "kept-sub", "persist/#")
+    assert not present
+    client.disconnect()
+    client.loop_stop()
+
+    publisher = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="kept-pub", protocol=mqtt.MQTTv311)
+    numbers = {}
+    publisher.on_publish = lambda c, u, mid, rc, p: stream.acked(numbers[mid])
+    publisher.connect(store_broker.host, store_broker.port("mqtt"))
+    publisher.loop_start()
+
+    def send(i):
+        info = publisher.publish("persist/x", f"p{i}".encode(), qos=1)
+        numbers[info.mid] = i
+
+    stream = AckedStream(store_broker, send, window=20, kill_after=200)
+    try:
+        acknowledged = stream.run()
+    finally:
+        publisher.loop_stop()
+    store_broker.start()
+    assert "persistent MQTT sessions restored" in store_broker.log.read_text()
+
+    client, present, got = persistent_subscriber(store_broker, "kept-sub")
+    try:
+        assert present, "the session is back"
+        expected = {f"p{i}".encode() for i in acknowledged}
+        received = set()
+        while not expected <= received:
+            received.add(got.get(timeout=TIMEOUT))
+        # The subscription came back too: a message published now arrives.
+        probe = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="kept-probe", protocol=mqtt.MQTTv311)
+        probe.connect(store_broker.host, store_broker.port("mqtt"))
+        probe.loop_start()
+        probe.publish("persist/after", b"after", qos=1).wait_for_publish(TIMEOUT)
+        probe.loop_stop()
+        while got.get(timeout=TIMEOUT) != b"after":
+            pass
+    finally:
+        client.disconnect()
+        client.loop_stop()

@@ -27,6 +27,9 @@ pub struct Delivery {
     pub ack: Option<QueueAck>,
     /// Set when this message was delivered before and not acknowledged.
     pub redelivered: bool,
+    /// Its arrival number in the store when a persistent session keeps it there until its
+    /// client acknowledges it ([`crate::Session::settled`]); 0: not kept.
+    pub stored: u64,
 }
 
 impl Delivery {
@@ -43,6 +46,7 @@ impl Delivery {
             enqueued_at,
             ack: None,
             redelivered: false,
+            stored: 0,
         }
     }
 

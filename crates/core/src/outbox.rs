@@ -6,7 +6,7 @@
 //! does). The lock is never held across an await; pushes and drains are a few instructions.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tokio::sync::Notify;
 use tolk_metrics::{DropReason, MemoryKind, Protocol};
@@ -14,6 +14,7 @@ use tolk_metrics::{DropReason, MemoryKind, Protocol};
 use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::Delivery;
 use crate::message::{QoS, SessionId};
+use crate::store::SessionKeeper;
 
 /// What happened to a push.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +96,9 @@ struct Shared {
     budget: Arc<MemoryBudget>,
     session: SessionId,
     protocol: Protocol,
+    /// Set for a persistent session once the store is on: at-least-once deliveries are
+    /// written through it as they are routed.
+    keeper: OnceLock<Arc<SessionKeeper>>,
 }
 
 impl State {
@@ -158,6 +162,7 @@ pub fn outbox(
         budget,
         session,
         protocol,
+        keeper: OnceLock::new(),
     });
     (Outbox(shared.clone()), OutboxReceiver(shared))
 }
@@ -171,6 +176,11 @@ impl Outbox {
     /// The subscriber's protocol, for metrics labels.
     pub fn protocol(&self) -> Protocol {
         self.0.protocol
+    }
+
+    /// Where a persistent session keeps its at-least-once deliveries, if it does.
+    pub(crate) fn keeper(&self) -> Option<&SessionKeeper> {
+        self.0.keeper.get().map(|k| &**k)
     }
 
     /// Queues a delivery subject to capacity and QoS policy.
@@ -304,6 +314,17 @@ impl OutboxReceiver {
     /// The owning session.
     pub fn session(&self) -> SessionId {
         self.0.session
+    }
+
+    /// Writes this session's at-least-once deliveries through `keeper` from now on (a
+    /// persistent session, with the store on). At most once per outbox.
+    pub(crate) fn keep_with(&self, keeper: Arc<SessionKeeper>) {
+        let _ = self.0.keeper.set(keeper);
+    }
+
+    /// The session's keeper, if it is kept in the store.
+    pub(crate) fn keeper(&self) -> Option<&Arc<SessionKeeper>> {
+        self.0.keeper.get()
     }
 
     /// Moves up to `max` queued deliveries into `into` without waiting. Returns how many.

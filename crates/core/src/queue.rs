@@ -164,7 +164,7 @@ impl Queue {
         let changes: Vec<Change> = seqs
             .into_iter()
             .filter(|&seq| seq != NOT_STORED)
-            .map(|seq| Change::Delete { space: Space::QueueMessages, key: record::queue_message_key(&self.name, seq) })
+            .map(|seq| Change::Delete { space: Space::QueueMessages, key: record::seq_key(&self.name, seq) })
             .collect();
         if !changes.is_empty() {
             drop(store.commit(changes));
@@ -219,7 +219,7 @@ impl Queue {
             let Some(store) = store else { return NOT_STORED };
             let seq = state.next_seq;
             state.next_seq += 1;
-            let key = record::queue_message_key(&self.name, seq);
+            let key = record::seq_key(&self.name, seq);
             *durable = Some(store.commit(vec![Change::Put {
                 space: Space::QueueMessages,
                 key,
@@ -432,6 +432,7 @@ impl Queue {
                 enqueued_at: now,
                 ack: Some(QueueAck::new(self.clone(), id)),
                 redelivered: waiting.redelivered,
+                stored: 0,
             };
             match consumer.options.outbox.push_credited(delivery) {
                 PushOutcome::Queued => consumer.in_flight += 1,

@@ -20,7 +20,7 @@ use crate::message::{Message, QoS, SessionId};
 use crate::outbox::{Outbox, OutboxLimits, OutboxReceiver, PushOutcome, outbox};
 use crate::queue::{Queue, QueueOptions, QueuePush};
 use crate::retained::{RetainOutcome, RetainedLimits, RetainedStore};
-use crate::store::{Change, Durable, Space, Store, StoreError, record};
+use crate::store::{Change, Durable, SessionKeeper, Space, Store, StoreError, record};
 use crate::topic::{self, TopicError, TopicLimits};
 use crate::trie::Trie;
 
@@ -400,7 +400,7 @@ impl Router {
             outcome.matched += 1;
             match &s.target {
                 Target::Outbox(outbox) => {
-                    let delivery = Delivery {
+                    let mut delivery = Delivery {
                         message: message.clone(),
                         qos: message.qos.min(s.options.max_qos),
                         retain: message.retain && s.options.retain_as_published,
@@ -409,8 +409,22 @@ impl Router {
                         enqueued_at: now,
                         ack: None,
                         redelivered: false,
+                        stored: 0,
                     };
-                    match outbox.push(delivery) {
+                    // A persistent session keeps what it must receive at least once.
+                    let keeper = outbox.keeper().filter(|_| delivery.qos != QoS::AtMostOnce);
+                    if let Some((seq, commit)) = keeper.and_then(|k| k.keep(&delivery)) {
+                        delivery.stored = seq;
+                        *durable = Some(commit);
+                    }
+                    let kept = delivery.stored;
+                    let pushed = outbox.push(delivery);
+                    if let Some(keeper) = keeper
+                        && !matches!(pushed, PushOutcome::Queued | PushOutcome::Congested)
+                    {
+                        keeper.forget(kept);
+                    }
+                    match pushed {
                         PushOutcome::Queued => outcome.delivered += 1,
                         PushOutcome::Congested => {
                             outcome.delivered += 1;
@@ -469,7 +483,7 @@ impl Router {
             restored.queues += 1;
         }
         for (key, value) in store.load(Space::QueueMessages)? {
-            let Some((name, seq)) = record::split_queue_message_key(&key) else { continue };
+            let Some((name, seq)) = record::split_seq_key(&key) else { continue };
             let Some(queue) = self.queue(name) else {
                 // Its queue was deleted and the crash came before the messages' deletes.
                 drop(store.commit(vec![Change::Delete { space: Space::QueueMessages, key }]));
@@ -535,6 +549,12 @@ impl Router {
             _ => Change::Put { space: Space::Retained, key, value: record::encode_message(message) },
         };
         Some(store.commit(vec![change]))
+    }
+
+    /// The store, once attached: for a front end that restores its own kept state (persistent
+    /// sessions) at start.
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.0.store.get()
     }
 
     /// Retained messages matching a filter, for a new subscription.
@@ -905,6 +925,33 @@ impl Session {
             *pending = None;
         }
         std::task::Poll::Ready(result)
+    }
+
+    /// Keeps this session in the store as `name` ([`record::session_key`]) from now on, if the
+    /// store is on: its at-least-once deliveries are written as they are routed (so that the
+    /// publisher's acknowledgement waits for them) until [`Session::settled`]. `next_seq`
+    /// follows the deliveries a restored session already has (1 for a new one). Returns the
+    /// keeper, through which the front end writes the session's record.
+    pub fn keep_in_store(&self, name: String, next_seq: u64) -> Option<Arc<SessionKeeper>> {
+        if let Some(keeper) = self.receiver.keeper() {
+            return Some(keeper.clone());
+        }
+        let store = self.router.0.store.get()?.clone();
+        let keeper = Arc::new(SessionKeeper::new(store, name, next_seq));
+        self.receiver.keep_with(keeper.clone());
+        Some(keeper)
+    }
+
+    /// The keeper of a session kept in the store.
+    pub fn keeper(&self) -> Option<&Arc<SessionKeeper>> {
+        self.receiver.keeper()
+    }
+
+    /// The client acknowledged `delivery` (or it was given up): a kept one is deleted.
+    pub fn settled(&self, delivery: &Delivery) {
+        if let Some(keeper) = self.receiver.keeper() {
+            keeper.forget(delivery.stored);
+        }
     }
 
     /// Whether a subscriber of this session's publishes has a full outbox: stop reading from

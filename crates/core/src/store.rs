@@ -13,6 +13,9 @@ use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 
 pub mod record;
+mod session;
+
+pub use session::SessionKeeper;
 
 /// A set of records with one meaning; each space is one keyspace (or table) of the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -22,13 +25,20 @@ pub enum Space {
     /// Durable named queues: their options and topic bindings, keyed by queue name.
     Queues,
     /// Persistent messages waiting in durable queues, keyed by queue and arrival
-    /// ([`record::queue_message_key`]), so that a queue's messages load in order.
+    /// ([`record::seq_key`]), so that a queue's messages load in order.
     QueueMessages,
+    /// Persistent protocol sessions (MQTT clean session off): their subscriptions, expiry and
+    /// will, keyed by [`record::session_key`].
+    Sessions,
+    /// At-least-once deliveries to persistent sessions not yet acknowledged by their client,
+    /// keyed by session and arrival ([`record::seq_key`]).
+    SessionMessages,
 }
 
 impl Space {
     /// Every space, for engines that create them at open.
-    pub const ALL: &'static [Space] = &[Space::Retained, Space::Queues, Space::QueueMessages];
+    pub const ALL: &'static [Space] =
+        &[Space::Retained, Space::Queues, Space::QueueMessages, Space::Sessions, Space::SessionMessages];
 
     /// The space's name on disk.
     pub const fn name(self) -> &'static str {
@@ -36,6 +46,8 @@ impl Space {
             Space::Retained => "retained",
             Space::Queues => "queues",
             Space::QueueMessages => "queue_messages",
+            Space::Sessions => "sessions",
+            Space::SessionMessages => "session_messages",
         }
     }
 }
@@ -58,6 +70,13 @@ pub enum Change {
         space: Space,
         /// The record's key.
         key: Vec<u8>,
+    },
+    /// Removes every key that starts with `prefix` (all of one session's messages).
+    DeletePrefix {
+        /// Where.
+        space: Space,
+        /// The keys' common start.
+        prefix: Vec<u8>,
     },
 }
 

@@ -27,6 +27,7 @@ use tracing::{debug, info};
 
 use crate::config::MqttConfig;
 use crate::connect::{Refusal, plan};
+use crate::kept;
 use crate::registry::{Claim, ClaimError, Parked, Registry};
 use crate::session::{Close, Flow, MqttSession};
 use crate::state::SessionState;
@@ -462,6 +463,7 @@ async fn handshake(
                 if let Some((will, _)) = &parked.will {
                     will.publish(&parked.state.core, &parked.state.client_id, now);
                 }
+                kept::end(&parked.state);
             }
             let mut core = router.open_session(io.stream.kind().label(Protocol::Mqtt));
             core.restrict(rights);
@@ -470,6 +472,8 @@ async fn handshake(
         }
     };
     state.owner = owner;
+    // Written (or, with expiry 0, ended) before CONNACK: a crash after it finds the session.
+    kept::save(&state, None);
     let metrics = router.metrics().clone();
     let mut session = MqttSession::new(state, codec, &mut plan, io.config.clone(), metrics);
     session.connack(&plan, session_present);
@@ -510,9 +514,11 @@ fn finish(shared: &Shared, session: MqttSession, conn: u64, reason: CloseReason,
         }
     }
     if state.expiry.is_zero() {
+        kept::end(&state);
         shared.registry.release(&client_id, conn, None);
         return;
     }
+    kept::save(&state, Some(state.expiry));
     let parked = Parked { expires_at: now + state.expiry, state, will: delayed };
     if let Some(leftover) = shared.registry.release(&client_id, conn, Some(parked)) {
         end_session(leftover.state, leftover.will.map(|(w, _)| w), now);
@@ -520,6 +526,7 @@ fn finish(shared: &Shared, session: MqttSession, conn: u64, reason: CloseReason,
 }
 
 fn end_session(state: Box<SessionState>, will: Option<Will>, now: Instant) {
+    kept::end(&state);
     if let Some(will) = will {
         will.publish(&state.core, &state.client_id, now);
     }

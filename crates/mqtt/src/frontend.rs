@@ -11,6 +11,7 @@ use tolk_core::{CloseReason, Protocol};
 
 use crate::config::MqttConfig;
 use crate::connection::{self, Shared};
+use crate::kept;
 use crate::registry::Registry;
 
 /// MQTT 3.1.1 and 5.0 on one TCP port, over the core router.
@@ -59,6 +60,11 @@ impl FrontEnd for MqttFrontEnd {
             }
             let listeners = self.listeners();
             let registry = Arc::new(Registry::new(self.config.max_sessions));
+            match kept::restore(&ctx.router, &registry, &*ctx.auth) {
+                Ok(0) => {}
+                Ok(sessions) => tracing::info!(sessions, "persistent MQTT sessions restored from the store"),
+                Err(e) => tracing::warn!(error = %e, "persistent MQTT sessions could not be restored"),
+            }
             let shared =
                 Arc::new(Shared { config: Arc::new(self.config), registry: registry.clone(), auth: ctx.auth.clone() });
             let websocket = shared.config.websocket.then(|| WebSocketEndpoint {

@@ -15,6 +15,7 @@ mod connect;
 mod connection;
 mod frontend;
 mod inflight;
+mod kept;
 mod registry;
 mod session;
 mod state;

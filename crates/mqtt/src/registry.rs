@@ -15,6 +15,7 @@ use thiserror::Error;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::kept;
 use crate::state::SessionState;
 use crate::will::Will;
 
@@ -171,6 +172,20 @@ impl Registry {
         leftover
     }
 
+    /// Parks a session the store kept (at start, before anyone connects). Returns `false` when
+    /// its client id is taken already.
+    pub fn restore(&self, parked: Parked) -> bool {
+        let mut inner = self.lock();
+        let client_id = parked.state.client_id.to_string();
+        if inner.sessions.contains_key(&client_id) {
+            return false;
+        }
+        inner.sessions.insert(client_id, Entry::Offline(Box::new(parked)));
+        drop(inner);
+        self.changed.notify_waiters();
+        true
+    }
+
     /// Publishes due delayed wills and ends expired offline sessions (publishing their will if
     /// it was still waiting: the will goes out at session end at the latest). Returns the next
     /// deadline.
@@ -206,6 +221,7 @@ impl Registry {
         // Ended sessions are dropped outside the registry lock (their clean-up takes router locks).
         for parked in expired {
             tracing::debug!(client_id = %parked.state.client_id, "offline session expired");
+            kept::end(&parked.state);
             if let Some((will, _)) = &parked.will {
                 will.publish(&parked.state.core, &parked.state.client_id, now);
             }

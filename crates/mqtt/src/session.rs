@@ -28,6 +28,7 @@ use crate::alias::{InboundAliases, OutboundAliases, OutboundTopic};
 use crate::config::MqttConfig;
 use crate::connect::ConnectPlan;
 use crate::inflight::Awaiting;
+use crate::kept;
 use crate::state::SessionState;
 use crate::subscriptions::{FilterKind, SubEntry, parse_filter};
 use crate::translate::{self, qos_in};
@@ -111,10 +112,13 @@ struct DeferredAck {
     reason: PublishAckReason,
 }
 
-fn settle(delivery: &Delivery) {
+/// The client is done with `delivery` (acknowledged, or it was dropped): a queue delivery is
+/// acknowledged to its queue, a kept one deleted from the store.
+fn settle(core: &tolk_core::Session, delivery: &Delivery) {
     if let Some(ack) = &delivery.ack {
         ack.ack();
     }
+    core.settled(delivery);
 }
 
 impl MqttSession {
@@ -236,7 +240,7 @@ impl MqttSession {
             let done = self.state.outgoing.puback(id).or_else(|| self.state.outgoing.pubrec_failed(id));
             if let Some(d) = done {
                 self.metrics.protocol(self.state.core.protocol()).dropped(DropReason::Expired, 1);
-                settle(&d);
+                settle(&self.state.core, &d);
             }
         }
         for p in packets {
@@ -255,13 +259,13 @@ impl MqttSession {
             Packet::Publish(p) => self.on_publish(*p, now)?,
             Packet::PublishAck(a) => {
                 if let Some(d) = self.state.outgoing.puback(a.packet_id) {
-                    settle(&d);
+                    settle(&self.state.core, &d);
                 }
             }
             Packet::PublishReceived(a) => {
                 if u8::from(a.reason_code) >= 0x80 {
                     if let Some(d) = self.state.outgoing.pubrec_failed(a.packet_id) {
-                        settle(&d);
+                        settle(&self.state.core, &d);
                     }
                 } else {
                     let reason_code = if self.state.outgoing.pubrec(a.packet_id) {
@@ -278,7 +282,7 @@ impl MqttSession {
             }
             Packet::PublishComplete(a) => {
                 if let Some(d) = self.state.outgoing.pubcomp(a.packet_id) {
-                    settle(&d);
+                    settle(&self.state.core, &d);
                 }
             }
             Packet::PublishRelease(a) => {
@@ -474,6 +478,7 @@ impl MqttSession {
         for (filter, options) in &subscribe.topic_filters {
             status.push(self.subscribe_one(filter, *options, id, now)?);
         }
+        kept::save(&self.state, None);
         self.send(Packet::SubscribeAck(v5::SubscribeAck {
             packet_id: subscribe.packet_id,
             properties: Vec::new(),
@@ -582,6 +587,7 @@ impl MqttSession {
             };
             status.push(reason);
         }
+        kept::save(&self.state, None);
         self.send(Packet::UnsubscribeAck(v5::UnsubscribeAck {
             packet_id: unsubscribe.packet_id,
             properties: Vec::new(),
@@ -638,7 +644,7 @@ impl MqttSession {
         };
         let Some(mut publish) = translate::outbound(&delivery, self.version(), packet_id, false, now) else {
             counters.dropped(DropReason::Expired, 1);
-            settle(&delivery);
+            settle(&self.state.core, &delivery);
             return true;
         };
         let topic = &delivery.message.topic;
@@ -670,7 +676,7 @@ impl MqttSession {
             }
             tracing::debug!(%topic, "message larger than the client's maximum packet size dropped");
             counters.dropped(DropReason::Untranslatable, 1);
-            settle(&delivery);
+            settle(&self.state.core, &delivery);
             return true;
         }
         match packet_id {

@@ -91,6 +91,11 @@ impl Subscriptions {
         self.map.values().find(|e| e.shared_tag == Some(tag)).and_then(|e| e.id)
     }
 
+    /// Every subscription: `(filter as written, entry)`.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &SubEntry)> {
+        self.map.iter().map(|(f, e)| (f.as_str(), e))
+    }
+
     /// Every shared membership: `(filter as written, entry)`.
     pub fn shared(&self) -> impl Iterator<Item = (&str, &SubEntry)> {
         self.map.iter().filter(|(_, e)| e.shared_tag.is_some()).map(|(f, e)| (f.as_str(), e))

@@ -162,6 +162,17 @@ impl Writer {
                             batch.insert(&self.spaces[&space], key, value);
                         }
                         Change::Delete { space, key } => batch.remove(&self.spaces[&space], key),
+                        Change::DeletePrefix { space, prefix } => {
+                            // What is committed now; a key put earlier in this same group is
+                            // not seen, and the core drops such strays at its next start.
+                            let keyspace = &self.spaces[&space];
+                            for kv in keyspace.prefix(&prefix) {
+                                match kv.into_inner() {
+                                    Ok((key, _)) => batch.remove(keyspace, key),
+                                    Err(e) => tracing::error!(error = %e, "the store could not read keys to delete"),
+                                }
+                            }
+                        }
                     }
                 }
                 replies.push(reply);

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tolk_metrics::Protocol;
 
+use crate::delivery::Delivery;
 use crate::message::{Destination, Message, Origin, Properties, QoS, SessionId};
 
 /// The record format this build writes. A record of another version is refused at load (and
@@ -136,30 +137,139 @@ pub fn encode_queue(queue: &QueueRecord) -> Vec<u8> {
 
 /// Decodes a queue record.
 pub fn decode_queue(bytes: &[u8]) -> Result<QueueRecord, RecordError> {
+    decode_versioned(bytes)
+}
+
+/// The key of a queue's or a session's message: the owner's name, length-prefixed
+/// ([`seq_prefix`]), then the arrival number big-endian, so that one owner's messages are
+/// adjacent and in arrival order.
+pub fn seq_key(owner: &str, seq: u64) -> Vec<u8> {
+    let mut key = seq_prefix(owner);
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+/// What every [`seq_key`] of `owner` starts with: the name's length (2 bytes) and the name.
+pub fn seq_prefix(owner: &str) -> Vec<u8> {
+    let name = owner.as_bytes();
+    let mut key = Vec::with_capacity(2 + name.len() + 8);
+    key.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    key.extend_from_slice(name);
+    key
+}
+
+/// The owner and arrival number of a [`seq_key`].
+pub fn split_seq_key(key: &[u8]) -> Option<(&str, u64)> {
+    let (len, rest) = key.split_first_chunk::<2>()?;
+    let len = usize::from(u16::from_be_bytes(*len));
+    let (name, seq) = (rest.get(..len)?, rest.get(len..)?);
+    Some((std::str::from_utf8(name).ok()?, u64::from_be_bytes(seq.try_into().ok()?)))
+}
+
+/// The name a protocol's session is kept under: `mqtt:<client id>`.
+pub fn session_key(protocol: Protocol, client_id: &str) -> String {
+    format!("{}:{client_id}", protocol.as_str())
+}
+
+/// A delivery to a persistent session as kept: what it needs to be sent again.
+#[derive(Serialize, Deserialize)]
+struct StoredDelivery {
+    message: Vec<u8>,
+    qos: u8,
+    retain: bool,
+    tag: u64,
+    subscription_id: Option<u32>,
+}
+
+/// Encodes a delivery to a persistent session.
+pub fn encode_delivery(delivery: &Delivery) -> Vec<u8> {
+    let stored = StoredDelivery {
+        message: encode_message(&delivery.message),
+        qos: delivery.qos as u8,
+        retain: delivery.retain,
+        tag: delivery.tag,
+        subscription_id: delivery.subscription_id,
+    };
+    let mut out = vec![VERSION];
+    out.extend(postcard::to_allocvec(&stored).expect("a delivery always encodes"));
+    out
+}
+
+/// Decodes a kept delivery (marked redelivered: it may have been sent before the restart);
+/// `Ok(None)` when its message expired while the broker was down.
+pub fn decode_delivery(bytes: &[u8], seq: u64) -> Result<Option<Delivery>, RecordError> {
+    let stored: StoredDelivery = decode_versioned(bytes)?;
+    let Some(message) = decode_message(&stored.message)? else { return Ok(None) };
+    let qos = QoS::from_level(stored.qos).ok_or_else(|| RecordError::Damaged(format!("QoS {}", stored.qos)))?;
+    Ok(Some(Delivery {
+        retain: stored.retain,
+        tag: stored.tag,
+        subscription_id: stored.subscription_id,
+        redelivered: true,
+        stored: seq,
+        ..Delivery::new(Arc::new(message), qos, Instant::now())
+    }))
+}
+
+/// A persistent session as kept: enough to park it again after a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// How long it outlives its connection, in milliseconds.
+    pub expiry_ms: u64,
+    /// When it ends if its client does not come back (Unix milliseconds), once it is offline;
+    /// `None` while a client is connected (after a crash it counts from the restart).
+    pub expires_at_ms: Option<u64>,
+    /// The proven user that owns its client id.
+    pub owner: Option<String>,
+    /// Its subscriptions as the client asked for them.
+    pub subscriptions: Vec<SubscriptionRecord>,
+}
+
+/// One subscription of a kept session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionRecord {
+    /// The filter as the client wrote it (`$share/…` included).
+    pub filter: String,
+    /// Highest QoS.
+    pub max_qos: u8,
+    /// MQTT 5 no-local.
+    pub no_local: bool,
+    /// MQTT 5 retain-as-published.
+    pub retain_as_published: bool,
+    /// MQTT 5 retain handling (0–2).
+    pub retain_handling: u8,
+    /// MQTT 5 subscription identifier.
+    pub subscription_id: Option<u32>,
+}
+
+/// Encodes a session record.
+pub fn encode_session(session: &SessionRecord) -> Vec<u8> {
+    let mut out = vec![VERSION];
+    out.extend(postcard::to_allocvec(session).expect("a session record always encodes"));
+    out
+}
+
+/// Decodes a session record.
+pub fn decode_session(bytes: &[u8]) -> Result<SessionRecord, RecordError> {
+    decode_versioned(bytes)
+}
+
+/// Wall-clock milliseconds `after` from now, for an expiry kept across restarts.
+pub fn deadline_ms(after: Duration) -> u64 {
+    unix_ms(SystemTime::now() + after)
+}
+
+/// How long until a kept wall-clock deadline (zero once it passed).
+pub fn until_ms(deadline: u64) -> Duration {
+    Duration::from_millis(deadline.saturating_sub(unix_ms(SystemTime::now())))
+}
+
+fn decode_versioned<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, RecordError> {
     let (&version, body) = bytes.split_first().ok_or_else(|| RecordError::Damaged("empty".into()))?;
     if version != VERSION {
         return Err(RecordError::Version(version));
     }
     postcard::from_bytes(body).map_err(|e| RecordError::Damaged(e.to_string()))
-}
-
-/// The key of a queue's message: the name's length (2 bytes), the name, then the arrival
-/// number big-endian, so that one queue's messages are adjacent and in arrival order.
-pub fn queue_message_key(queue: &str, seq: u64) -> Vec<u8> {
-    let name = queue.as_bytes();
-    let mut key = Vec::with_capacity(2 + name.len() + 8);
-    key.extend_from_slice(&(name.len() as u16).to_be_bytes());
-    key.extend_from_slice(name);
-    key.extend_from_slice(&seq.to_be_bytes());
-    key
-}
-
-/// The queue name and arrival number of a [`queue_message_key`].
-pub fn split_queue_message_key(key: &[u8]) -> Option<(&str, u64)> {
-    let (len, rest) = key.split_first_chunk::<2>()?;
-    let len = usize::from(u16::from_be_bytes(*len));
-    let (name, seq) = (rest.get(..len)?, rest.get(len..)?);
-    Some((std::str::from_utf8(name).ok()?, u64::from_be_bytes(seq.try_into().ok()?)))
 }
 
 #[cfg(test)]
@@ -199,13 +309,43 @@ mod tests {
     }
 
     #[test]
+    fn sessions_and_their_deliveries_read_back() {
+        let session = SessionRecord {
+            expiry_ms: 60_000,
+            expires_at_ms: Some(deadline_ms(Duration::from_secs(60))),
+            owner: Some("alice".into()),
+            subscriptions: vec![SubscriptionRecord {
+                filter: "$share/g/a/#".into(),
+                max_qos: 1,
+                no_local: false,
+                retain_as_published: true,
+                retain_handling: 2,
+                subscription_id: Some(7),
+            }],
+        };
+        assert_eq!(decode_session(&encode_session(&session)), Ok(session.clone()));
+        let left = until_ms(session.expires_at_ms.unwrap());
+        assert!(left > Duration::from_secs(58) && left <= Duration::from_secs(60), "{left:?}");
+
+        let origin = Origin { protocol: Protocol::Amqp, session: SessionId(3), client_id: Arc::from("p") };
+        let message = Arc::new(Message::new("a/b", &b"v"[..], origin));
+        let delivery =
+            Delivery { tag: 4, subscription_id: Some(7), ..Delivery::new(message, QoS::AtLeastOnce, Instant::now()) };
+        let back = decode_delivery(&encode_delivery(&delivery), 42).unwrap().unwrap();
+        assert_eq!((&back.message.topic[..], &back.message.payload[..]), ("a/b", &b"v"[..]));
+        assert_eq!((back.qos, back.tag, back.subscription_id), (QoS::AtLeastOnce, 4, Some(7)));
+        assert_eq!((back.stored, back.redelivered), (42, true));
+    }
+
+    #[test]
     fn queue_records_and_message_keys_read_back_and_sort_by_arrival() {
         let queue = QueueRecord { max_length: 10, max_length_bytes: 1 << 20, bindings: vec![("a/#".into(), 3)] };
         assert_eq!(decode_queue(&encode_queue(&queue)), Ok(queue));
-        let (early, late) = (queue_message_key("q", 2), queue_message_key("q", 256));
+        let (early, late) = (seq_key("q", 2), seq_key("q", 256));
         assert!(early < late, "arrival order is key order");
-        assert!(queue_message_key("q", u64::MAX) < queue_message_key("qq", 0), "one queue's keys are adjacent");
-        assert_eq!(split_queue_message_key(&late), Some(("q", 256)));
-        assert_eq!(split_queue_message_key(&late[..5]), None);
+        assert!(seq_key("q", u64::MAX) < seq_key("qq", 0), "one queue's keys are adjacent");
+        assert!(late.starts_with(&seq_prefix("q")) && !seq_key("qq", 1).starts_with(&seq_prefix("q")));
+        assert_eq!(split_seq_key(&late), Some(("q", 256)));
+        assert_eq!(split_seq_key(&late[..5]), None);
     }
 }

@@ -1,0 +1,184 @@
+//! Persistent sessions in the store (`[storage]`): a session with a non-zero expiry (MQTT 3.1.1
+//! clean session 0, MQTT 5 Session Expiry Interval) is written as a record of its
+//! subscriptions and expiry when it connects, subscribes, unsubscribes and goes offline; the
+//! core writes each QoS 1/2 delivery to it as it is routed, and it is deleted when the client
+//! acknowledges it. At start, [`restore`] parks every kept session again, with what it had
+//! not acknowledged queued, as if its client had just disconnected.
+//!
+//! Not kept: the will (a restarted broker publishes no will for a session whose connection it
+//! lost in the crash), the packet ids of deliveries in flight (they are sent again under new
+//! ids), and QoS 2 publishes from the client awaiting PUBREL (their message was routed, and
+//! kept, at PUBLISH).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmqtt_codec::types::QoS as WireQoS;
+use rmqtt_codec::v5::{RetainHandling, SubscriptionOptions as WireOptions};
+use tolk_core::auth::Authenticator;
+use tolk_core::store::record::{self, SessionRecord, SubscriptionRecord};
+use tolk_core::store::{Space, StoreError};
+use tolk_core::{Delivery, Protocol, Router, SubscriptionOptions};
+
+use crate::registry::{Parked, Registry};
+use crate::state::SessionState;
+use crate::subscriptions::{FilterKind, SubEntry, parse_filter};
+use crate::translate::qos_in;
+
+/// Writes the session's record now (`parked_until`: the wall-clock deadline once it is
+/// offline), or ends what was kept of it if it is no longer persistent (expiry 0).
+pub fn save(state: &SessionState, parked_until: Option<Duration>) {
+    if state.expiry.is_zero() {
+        end(state);
+        return;
+    }
+    let name = record::session_key(Protocol::Mqtt, &state.client_id);
+    let Some(keeper) = state.core.keep_in_store(name, 1) else { return };
+    keeper.save(&SessionRecord {
+        expiry_ms: u64::try_from(state.expiry.as_millis()).unwrap_or(u64::MAX),
+        expires_at_ms: parked_until.map(record::deadline_ms),
+        owner: state.owner.as_deref().map(str::to_owned),
+        subscriptions: state.subs.iter().map(|(filter, entry)| subscription_record(filter, entry)).collect(),
+    });
+}
+
+/// The session ended: what the store kept of it goes.
+pub fn end(state: &SessionState) {
+    if let Some(keeper) = state.core.keeper() {
+        keeper.end();
+    }
+}
+
+fn subscription_record(filter: &str, entry: &SubEntry) -> SubscriptionRecord {
+    SubscriptionRecord {
+        filter: filter.to_owned(),
+        max_qos: entry.options.qos as u8,
+        no_local: entry.options.no_local,
+        retain_as_published: entry.options.retain_as_published,
+        retain_handling: entry.options.retain_handling.into(),
+        subscription_id: entry.id,
+    }
+}
+
+fn wire_options(kept: &SubscriptionRecord) -> WireOptions {
+    WireOptions {
+        qos: match kept.max_qos {
+            0 => WireQoS::AtMostOnce,
+            1 => WireQoS::AtLeastOnce,
+            _ => WireQoS::ExactlyOnce,
+        },
+        no_local: kept.no_local,
+        retain_as_published: kept.retain_as_published,
+        retain_handling: match kept.retain_handling {
+            0 => RetainHandling::AtSubscribe,
+            1 => RetainHandling::AtSubscribeNew,
+            _ => RetainHandling::NoAtSubscribe,
+        },
+    }
+}
+
+/// A kept delivery: its arrival number and its record.
+type KeptDelivery = (u64, Vec<u8>);
+
+/// Parks every MQTT session the store kept, with its subscriptions (shared-group memberships
+/// are rejoined when the client comes back, as for any offline session) and its unacknowledged
+/// deliveries. Returns how many sessions came back. Call it before the listener accepts.
+pub fn restore(router: &Router, registry: &Registry, auth: &dyn Authenticator) -> Result<usize, StoreError> {
+    let Some(store) = router.store() else { return Ok(0) };
+    let prefix = record::session_key(Protocol::Mqtt, "");
+    let mut deliveries: HashMap<String, Vec<KeptDelivery>> = HashMap::new();
+    for (key, value) in store.load(Space::SessionMessages)? {
+        let Some((name, seq)) = record::split_seq_key(&key) else { continue };
+        if name.starts_with(&prefix) {
+            deliveries.entry(name.to_owned()).or_default().push((seq, value));
+        }
+    }
+    let mut restored = 0;
+    for (key, value) in store.load(Space::Sessions)? {
+        let Ok(name) = String::from_utf8(key) else { continue };
+        let Some(client_id) = name.strip_prefix(&prefix) else { continue };
+        let kept = match record::decode_session(&value) {
+            Ok(kept) => kept,
+            Err(e) => {
+                tracing::warn!(client_id, error = %e, "a stored MQTT session was not restored");
+                continue;
+            }
+        };
+        let messages = deliveries.remove(&name).unwrap_or_default();
+        let state = rebuild(router, auth, client_id, &name, &kept, messages);
+        let expiry_left = kept.expires_at_ms.map_or(state.expiry, record::until_ms);
+        if expiry_left.is_zero() {
+            end(&state);
+            continue;
+        }
+        save(&state, Some(expiry_left));
+        let parked = Parked { expires_at: Instant::now() + expiry_left, state, will: None };
+        if registry.restore(parked) {
+            restored += 1;
+        }
+    }
+    // Deliveries of sessions that ended just before a crash.
+    for (name, _) in deliveries {
+        let prefix = record::seq_prefix(&name);
+        drop(store.commit(vec![tolk_core::store::Change::DeletePrefix { space: Space::SessionMessages, prefix }]));
+    }
+    Ok(restored)
+}
+
+/// A kept session as an offline [`SessionState`]: its core session subscribed again with the
+/// owner's rights, its deliveries queued in arrival order.
+fn rebuild(
+    router: &Router,
+    auth: &dyn Authenticator,
+    client_id: &str,
+    name: &str,
+    kept: &SessionRecord,
+    mut messages: Vec<KeptDelivery>,
+) -> Box<SessionState> {
+    let mut core = router.open_session(Protocol::Mqtt);
+    core.restrict(auth.access(kept.owner.as_deref(), Some(client_id)));
+    core.track_durable();
+    messages.sort_unstable_by_key(|(seq, _)| *seq);
+    let next_seq = messages.last().map_or(1, |(seq, _)| seq + 1);
+    let keeper = core.keep_in_store(name.to_owned(), next_seq);
+    let expiry = Duration::from_millis(kept.expiry_ms);
+    let mut state = Box::new(SessionState::new(core, Arc::from(client_id), expiry));
+    state.owner = kept.owner.as_deref().map(Arc::from);
+    for sub in &kept.subscriptions {
+        let options = wire_options(sub);
+        let shared_tag = match parse_filter(&sub.filter) {
+            Ok(FilterKind::Plain(filter)) => {
+                let core_options = SubscriptionOptions {
+                    max_qos: qos_in(options.qos),
+                    no_local: options.no_local,
+                    retain_as_published: options.retain_as_published,
+                    subscription_id: sub.subscription_id,
+                };
+                if let Err(e) = state.core.subscribe(filter, 0, core_options) {
+                    tracing::warn!(client_id, filter, error = %e, "a stored subscription was not restored");
+                    continue;
+                }
+                None
+            }
+            Ok(FilterKind::Shared { .. }) => Some(state.subs.next_tag()),
+            Err(_) => continue,
+        };
+        state.subs.insert(&sub.filter, SubEntry { options, id: sub.subscription_id, shared_tag });
+    }
+    let mut queued: Vec<Delivery> = Vec::with_capacity(messages.len());
+    for (seq, value) in messages {
+        match record::decode_delivery(&value, seq) {
+            Ok(Some(delivery)) => queued.push(delivery),
+            Ok(None) => {
+                if let Some(keeper) = &keeper {
+                    keeper.forget(seq);
+                }
+            }
+            Err(e) => tracing::warn!(client_id, seq, error = %e, "a stored delivery was not restored"),
+        }
+    }
+    state.core.receiver().set_attached(false);
+    state.core.receiver().requeue_front(queued.into_iter());
+    state
+}
