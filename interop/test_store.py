@@ -4,11 +4,13 @@ Retained messages: paho publishes them, the broker stops and starts again on the
 data_dir, and a new subscriber gets them back byte for byte; a cleared one stays cleared.
 
 Crash tests: pika (publisher confirms), stomp.py (receipts) and paho (QoS 1) stream persistent
-messages into durable queues, the broker is `kill -9`ed in the middle of the stream, and after
-the restart every message that had been acknowledged is read back."""
+messages into durable queues and a persistent MQTT session, the broker is `kill -9`ed in the
+middle of the stream, and after the restart every message that had been acknowledged is read
+back. WS-N subscriptions and pull points survive a `kill -9` too."""
 
 import queue
 import threading
+import uuid
 
 import paho.mqtt.client as mqtt
 import pika
@@ -302,3 +304,55 @@ def test_a_persistent_mqtt_session_and_its_acknowledged_messages_survive_kill_9(
     finally:
         client.disconnect()
         client.loop_stop()
+
+
+WSN_BODY = '<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Body>{}</soap:Body></soap:Envelope>'
+
+
+@pytest.fixture
+def wsn_broker(tmp_path):
+    b = Broker(tmp_path, disabled=("mqttsn",))
+    b.start()
+    yield b
+    b.stop()
+
+
+def test_wsn_subscriptions_and_pull_points_survive_kill_9(wsn_broker):
+    """A push subscription (CXF-shaped) and a pull point with a subscription of its own are
+    made, the broker is killed with SIGKILL and started again: a Notify then reaches the HTTP
+    consumer and the pull point under their old addresses, and the old subscription address
+    still answers Unsubscribe."""
+    from test_wsn import CXF_NOTIFY, CXF_SUBSCRIBE, Consumer, endpoint, post11, soap_text
+
+    consumer = Consumer()
+    try:
+        broker = wsn_broker
+        topic = f"kept{uuid.uuid4().hex[:8]}"
+        r = post11(endpoint(broker), CXF_SUBSCRIBE.format(
+            mid=uuid.uuid4(), to=endpoint(broker), consumer=consumer.url("kept"), topic=topic, policy=""))
+        assert r.status_code == 200, r.text
+        subscription = soap_text(soap_text(r.text, "SubscriptionReference"), "Address")
+        r = post11(endpoint(broker), WSN_BODY.format('<CreatePullPoint xmlns="http://docs.oasis-open.org/wsn/b-2"/>'))
+        assert r.status_code == 200, r.text
+        pull_point = soap_text(soap_text(r.text, "PullPoint"), "Address")
+        r = post11(endpoint(broker), CXF_SUBSCRIBE.format(
+            mid=uuid.uuid4(), to=endpoint(broker), consumer=pull_point, topic=topic, policy=""))
+        assert r.status_code == 200, r.text
+
+        broker.process.kill()
+        broker.process.wait(TIMEOUT)
+        broker.start()
+        assert "WS-N subscriptions and pull points restored" in broker.log.read_text()
+
+        r = post11(endpoint(broker), CXF_NOTIFY.format(
+            mid=uuid.uuid4(), to=endpoint(broker), topic=topic, message="<reading>after</reading>"))
+        assert r.status_code == 202, r.text
+        path, _, body = consumer.next()
+        assert path == "/kept" and b">after</reading>" in body
+        get = '<GetMessages xmlns="http://docs.oasis-open.org/wsn/b-2"><MaximumNumber>10</MaximumNumber></GetMessages>'
+        r = post11(pull_point, WSN_BODY.format(get))
+        assert r.status_code == 200 and ">after</reading>" in r.text, r.text
+        r = post11(subscription, WSN_BODY.format('<Unsubscribe xmlns="http://docs.oasis-open.org/wsn/b-2"/>'))
+        assert r.status_code == 200, r.text
+    finally:
+        consumer.close()

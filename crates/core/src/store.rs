@@ -33,12 +33,21 @@ pub enum Space {
     /// At-least-once deliveries to persistent sessions not yet acknowledged by their client,
     /// keyed by session and arrival ([`record::seq_key`]).
     SessionMessages,
+    /// Records a front end keeps in a form of its own ([`record::encode_record`]): WS-N
+    /// subscriptions and pull points, keyed `<protocol>:<kind>:<id>`.
+    Resources,
 }
 
 impl Space {
     /// Every space, for engines that create them at open.
-    pub const ALL: &'static [Space] =
-        &[Space::Retained, Space::Queues, Space::QueueMessages, Space::Sessions, Space::SessionMessages];
+    pub const ALL: &'static [Space] = &[
+        Space::Retained,
+        Space::Queues,
+        Space::QueueMessages,
+        Space::Sessions,
+        Space::SessionMessages,
+        Space::Resources,
+    ];
 
     /// The space's name on disk.
     pub const fn name(self) -> &'static str {
@@ -48,6 +57,7 @@ impl Space {
             Space::QueueMessages => "queue_messages",
             Space::Sessions => "sessions",
             Space::SessionMessages => "session_messages",
+            Space::Resources => "resources",
         }
     }
 }

@@ -26,6 +26,7 @@ mod filter;
 mod frontend;
 mod http;
 mod ids;
+mod kept;
 mod lifetime;
 mod login;
 mod loopmark;

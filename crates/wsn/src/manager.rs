@@ -28,6 +28,7 @@ impl Endpoint {
             self.config.max_subscription_lifetime,
         )?;
         subscription.set_terminates_at(at);
+        self.registry.save(subscription);
         let body = write_response(ctx, &Response::Renew { termination_time: Some(at), current_time: Some(now) });
         Ok(Reply::Body(body))
     }
@@ -46,6 +47,7 @@ impl Endpoint {
     /// PauseSubscription: nothing is routed to, or sent to, the consumer until resumed.
     pub(crate) fn pause(&self, subscription: &Subscription, ctx: &ReplyContext) -> Result<Reply, Refusal> {
         subscription.pause();
+        self.registry.save(subscription);
         Ok(Reply::Body(write_response(ctx, &Response::PauseSubscription)))
     }
 
@@ -53,6 +55,7 @@ impl Endpoint {
     /// paused are not delivered (the spec allows either; not buffering keeps memory bounded).
     pub(crate) fn resume(&self, subscription: &Subscription, ctx: &ReplyContext) -> Result<Reply, Refusal> {
         subscription.resume();
+        self.registry.save(subscription);
         Ok(Reply::Body(write_response(ctx, &Response::ResumeSubscription)))
     }
 }

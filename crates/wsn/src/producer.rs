@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use axum::http::Uri;
 use tolk_core::access::{self, Access};
-use tolk_core::{Denial, MemoryKind, Message, Origin, Protocol};
-use tracing::{Instrument, debug, info, info_span};
+use tolk_core::{Denial, Message, Origin, Protocol};
+use tracing::{debug, info};
 use wsn_xml::{
     AddressingVersion, EndpointReference, FaultKind, NotificationMessage, ReplyContext, Response, SecurityFault,
     Subscribe, TopicExpression, write_response,
@@ -128,16 +128,7 @@ impl Endpoint {
         let id = self.ids.resource_id();
         let reference = EndpointReference::new(self.subscription_address(base, &id));
         let owner = self.router.next_session_id();
-        let (target, receiver) = match &consumer {
-            Consumer::PullPoint(pp) => (pp.outbox(), None),
-            Consumer::Push { .. } => {
-                let (capacity, max_bytes) =
-                    (self.config.push.queue_per_consumer, self.router.config().outbox_max_bytes);
-                let (outbox, receiver) =
-                    self.router.outbox(owner, Protocol::Wsn, capacity, max_bytes, MemoryKind::Outbox);
-                (outbox, Some(receiver))
-            }
-        };
+        let (target, receiver) = self.subscription_target(&consumer, owner);
         let parts = NewSubscription {
             id: id.clone(),
             tag: self.next_tag(),
@@ -155,11 +146,7 @@ impl Endpoint {
         };
         let subscription = Arc::new(Subscription::new(parts, self.router.clone(), target));
         self.registry.insert_subscription(subscription.clone(), self.config.max_subscriptions)?;
-        if let (Some(receiver), Consumer::Push { uri, .. }) = (receiver, &subscription.consumer) {
-            let limit = self.consumer_limit(&uri.authority().map(ToString::to_string).unwrap_or_default());
-            let span = info_span!("wsn_push", subscription = %id, consumer = %shorten(&uri.to_string()));
-            self.tracker.spawn(crate::push::run(self.clone(), subscription.clone(), receiver, limit).instrument(span));
-        }
+        self.spawn_push(&subscription, receiver);
         subscription.attach();
         debug!(
             subscription = %id,

@@ -15,10 +15,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use foldhash::fast::RandomState;
+use tolk_core::store::Store;
 use tolk_core::{CloseReason, Metrics, Protocol};
 use wsn_xml::FaultKind;
 
 use crate::fault::Refusal;
+use crate::kept;
 use crate::pullpoint::PullPoint;
 use crate::subscription::Subscription;
 
@@ -32,15 +34,23 @@ struct Inner {
     pull_points: HashMap<String, Arc<PullPoint>, RandomState>,
 }
 
-/// The live subscriptions and pull points.
+/// The live subscriptions and pull points, each kept in the store while it lives.
 pub(crate) struct Registry {
     inner: Mutex<Inner>,
     metrics: Arc<Metrics>,
+    store: Option<Arc<dyn Store>>,
 }
 
 impl Registry {
-    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
-        Registry { inner: Mutex::default(), metrics }
+    pub(crate) fn new(metrics: Arc<Metrics>, store: Option<Arc<dyn Store>>) -> Self {
+        Registry { inner: Mutex::default(), metrics, store }
+    }
+
+    /// Writes a subscription's record again (renewed, paused or resumed).
+    pub(crate) fn save(&self, subscription: &Subscription) {
+        if let Some(store) = &self.store {
+            kept::save_subscription(&**store, subscription);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -76,8 +86,9 @@ impl Registry {
             return Err(Refusal::new(FaultKind::SubscribeCreationFailed, "the consumer pull point was just destroyed"));
         }
         inner.ids.insert(subscription.id.clone(), subscription.tag);
-        inner.subscriptions.insert(subscription.tag, subscription);
+        inner.subscriptions.insert(subscription.tag, subscription.clone());
         drop(inner);
+        self.save(&subscription);
         self.opened();
         Ok(())
     }
@@ -102,6 +113,10 @@ impl Registry {
         drop(inner);
         let subscription = removed?;
         subscription.close();
+        // At shutdown it is kept, to be restored at the next start.
+        if let Some(store) = self.store.as_ref().filter(|_| reason != CloseReason::Shutdown) {
+            kept::forget_subscription(&**store, id);
+        }
         self.closed(reason);
         Some(subscription)
     }
@@ -116,8 +131,11 @@ impl Registry {
                 format!("the broker holds its maximum of {max} pull points"),
             ));
         }
-        inner.pull_points.insert(pull_point.id.clone(), pull_point);
+        inner.pull_points.insert(pull_point.id.clone(), pull_point.clone());
         drop(inner);
+        if let Some(store) = &self.store {
+            kept::save_pull_point(&**store, &pull_point);
+        }
         self.opened();
         Ok(())
     }
@@ -139,6 +157,9 @@ impl Registry {
             .collect();
         drop(inner);
         pull_point.close();
+        if let Some(store) = self.store.as_ref().filter(|_| reason != CloseReason::Shutdown) {
+            kept::forget_pull_point(&**store, id);
+        }
         self.closed(reason);
         for sub in feeding {
             self.remove_subscription(&sub, reason);

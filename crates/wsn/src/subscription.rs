@@ -200,6 +200,11 @@ impl Subscription {
         }
     }
 
+    /// Whether it is paused.
+    pub(crate) fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
     /// A watch of the paused flag, for the push task.
     pub(crate) fn paused_watch(&self) -> watch::Receiver<bool> {
         self.paused.subscribe()

@@ -264,6 +264,19 @@ pub fn until_ms(deadline: u64) -> Duration {
     Duration::from_millis(deadline.saturating_sub(unix_ms(SystemTime::now())))
 }
 
+/// Encodes a front end's own record (see [`crate::store::Space::Resources`]) in the store's
+/// versioned format.
+pub fn encode_record<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = vec![VERSION];
+    out.extend(postcard::to_allocvec(value).expect("a record always encodes"));
+    out
+}
+
+/// Decodes a record written by [`encode_record`].
+pub fn decode_record<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, RecordError> {
+    decode_versioned(bytes)
+}
+
 fn decode_versioned<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, RecordError> {
     let (&version, body) = bytes.split_first().ok_or_else(|| RecordError::Damaged("empty".into()))?;
     if version != VERSION {
