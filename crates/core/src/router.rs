@@ -352,6 +352,12 @@ impl Router {
         self.route(message, &mut Vec::new(), &mut None)
     }
 
+    /// [`Router::publish`], leaving in `durable` the store commit of what the message left on
+    /// disk (a publisher without a session, WS-N, awaits it before answering).
+    pub fn publish_kept(&self, message: Arc<Message>, durable: &mut Option<Durable>) -> PublishOutcome {
+        self.route(message, &mut Vec::new(), durable)
+    }
+
     /// [`Router::publish`], noting in `congested` the outboxes that took an at-least-once
     /// delivery over their capacity, and in `durable` the store commit of what it kept.
     fn route(

@@ -236,7 +236,7 @@ impl Endpoint {
                 shorten(namespace.as_deref().unwrap_or_default()),
                 shorten(&local_name)
             ))),
-            (Resource::Broker, Request::Notify(messages)) => self.notify(&messages, caller, received_at),
+            (Resource::Broker, Request::Notify(messages)) => self.notify(&messages, caller, received_at).await,
             (Resource::Broker, Request::Subscribe(subscribe)) => self.subscribe(&subscribe, caller, ctx, base).await,
             (Resource::Broker, Request::GetCurrentMessage { topic }) => self.get_current_message(&topic, caller, ctx),
             (Resource::Broker, Request::CreatePullPoint) => self.create_pull_point(caller, ctx, base),

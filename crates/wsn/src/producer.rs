@@ -11,7 +11,7 @@ use std::time::Instant;
 use axum::http::Uri;
 use tolk_core::access::{self, Access};
 use tolk_core::{Denial, Message, Origin, Protocol};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 use wsn_xml::{
     AddressingVersion, EndpointReference, FaultKind, NotificationMessage, ReplyContext, Response, SecurityFault,
     Subscribe, TopicExpression, write_response,
@@ -47,8 +47,10 @@ impl Endpoint {
 
     /// Notify from a publisher: every NotificationMessage becomes a core message. All are
     /// checked (topic, payload, the caller's right to publish) before any is published, so a
-    /// refused Notify publishes nothing.
-    pub(crate) fn notify(
+    /// refused Notify publishes nothing. The `202` waits until what the messages left in the
+    /// store (retained, in a durable queue, for a persistent session) is on disk; a store
+    /// failure is a Receiver fault, so that the publisher sends again.
+    pub(crate) async fn notify(
         &self,
         notifications: &[NotificationMessage],
         caller: &Caller,
@@ -56,10 +58,20 @@ impl Endpoint {
     ) -> Result<Reply, Refusal> {
         let messages = self.messages_of(notifications, caller, received_at)?;
         let count = messages.len() as u64;
+        let mut durable = None;
         for message in messages {
-            self.router.publish(Arc::new(message));
+            self.router.publish_kept(Arc::new(message), &mut durable);
         }
         self.router.metrics().protocol(Protocol::Wsn).messages_in.fetch_add(count, Relaxed);
+        if let Some(commit) = durable
+            && let Err(e) = commit.await
+        {
+            warn!(error = %e, "a notification could not be stored");
+            return Err(Refusal::new(
+                FaultKind::Receiver,
+                format!("the notification could not be stored ({e}); send it again"),
+            ));
+        }
         Ok(Reply::Accepted)
     }
 
