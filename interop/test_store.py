@@ -356,3 +356,34 @@ def test_wsn_subscriptions_and_pull_points_survive_kill_9(wsn_broker):
         assert r.status_code == 200, r.text
     finally:
         consumer.close()
+
+
+def test_amqp_durable_exchanges_and_their_bindings_survive_kill_9(store_broker):
+    """A durable direct exchange bound to a durable queue, and a non-durable exchange: after
+    `kill -9` and a restart, the durable one still routes (a mandatory publish is not
+    returned) and the other is gone (passive declare: 404)."""
+    connection, channel = pika_channel(store_broker)
+    channel.exchange_declare("kept-orders", "direct", durable=True)
+    channel.exchange_declare("scratch-orders", "fanout", durable=False)
+    channel.queue_declare("kept-eu", durable=True)
+    channel.queue_bind("kept-eu", "kept-orders", "eu")
+    channel.confirm_delivery()
+    persistent = pika.BasicProperties(delivery_mode=2)
+    channel.basic_publish("kept-orders", "eu", b"before", persistent, mandatory=True)
+    connection.close()
+    store_broker.process.kill()
+    store_broker.process.wait(TIMEOUT)
+    store_broker.start()
+
+    connection, channel = pika_channel(store_broker)
+    try:
+        channel.confirm_delivery()
+        channel.basic_publish("kept-orders", "eu", b"after", persistent, mandatory=True)
+        bodies = [channel.basic_get("kept-eu", auto_ack=True)[2] for _ in range(2)]
+        assert bodies == [b"before", b"after"]
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as gone:
+            channel.exchange_declare("scratch-orders", "fanout", passive=True)
+        assert gone.value.reply_code == 404
+    finally:
+        if connection.is_open:
+            connection.close()

@@ -29,6 +29,7 @@ impl Shared {
     /// Shared state for a front end with `config` over `router`, logins checked by `auth`.
     pub fn new(config: AmqpConfig, router: Router, auth: Arc<dyn Authenticator>) -> Self {
         let registry = ExchangeRegistry::new(config.max_exchanges, config.max_bindings_per_exchange);
+        registry.attach_store(&router);
         Shared { config, registry, router, auth }
     }
 }

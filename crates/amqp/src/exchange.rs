@@ -16,13 +16,16 @@
 //! `basic.cancel` to consumers of a deleted queue (the `consumer_cancel_notify` capability).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use amq_protocol::types::{AMQPValue, FieldTable};
 use tokio::sync::watch;
-use tolk_core::{Queue, SessionId};
+use tolk_core::store::{Change, Space, Store, record};
+use tolk_core::{Queue, Router, SessionId};
+use tracing::warn;
 
 use crate::error::AmqpError;
+use crate::kept::{KEY, KeptBinding, KeptExchange, KeptTopology};
 use crate::topic_key;
 use crate::translate::TOPIC_BRIDGE;
 
@@ -135,6 +138,8 @@ pub struct ExchangeRegistry {
     deletions: watch::Sender<u64>,
     max_exchanges: usize,
     max_bindings: usize,
+    /// Where the durable topology is kept, once attached.
+    store: OnceLock<Arc<dyn Store>>,
 }
 
 /// Most exchanges visited by one publish through exchange-to-exchange bindings; cycles are cut
@@ -199,7 +204,91 @@ impl ExchangeRegistry {
             let options = ExchangeOptions { kind, durable: true, auto_delete: false, internal: false };
             state.exchanges.insert(name.to_owned(), Exchange { options, builtin: true, bindings: Vec::new() });
         }
-        ExchangeRegistry { state: Mutex::new(state), deletions: watch::Sender::new(0), max_exchanges, max_bindings }
+        ExchangeRegistry {
+            state: Mutex::new(state),
+            deletions: watch::Sender::new(0),
+            max_exchanges,
+            max_bindings,
+            store: OnceLock::new(),
+        }
+    }
+
+    /// Restores the durable exchanges and bindings `router`'s store kept (its durable queues
+    /// are back already) and keeps them there from now on. At start, once.
+    pub fn attach_store(&self, router: &Router) {
+        let Some(store) = router.store() else { return };
+        let kept = match store.load(Space::Resources) {
+            Ok(records) => records.into_iter().find(|(key, _)| key == KEY).map(|(_, value)| value),
+            Err(e) => return warn!(error = %e, "AMQP exchanges could not be restored"),
+        };
+        let topology = match kept.map(|value| record::decode_record::<KeptTopology>(&value)) {
+            Some(Ok(topology)) => topology,
+            Some(Err(e)) => {
+                warn!(error = %e, "the stored AMQP exchanges were not restored");
+                KeptTopology::default()
+            }
+            None => KeptTopology::default(),
+        };
+        let mut state = self.lock();
+        for exchange in topology.exchanges {
+            let Some(kind) = ExchangeKind::parse(&exchange.kind) else { continue };
+            let options =
+                ExchangeOptions { kind, durable: true, auto_delete: exchange.auto_delete, internal: exchange.internal };
+            state.exchanges.entry(exchange.name).or_insert(Exchange { options, builtin: false, bindings: Vec::new() });
+        }
+        for binding in topology.bindings {
+            let target = if binding.to_queue {
+                match router.queue(&binding.target) {
+                    Some(queue) => BindingTarget::Queue(queue),
+                    None => continue,
+                }
+            } else {
+                BindingTarget::Exchange(binding.target)
+            };
+            let Some(exchange) = state.exchanges.get_mut(&binding.source) else { continue };
+            let x_match = x_match(&binding.arguments).unwrap_or(XMatch::All);
+            exchange.bindings.push(Binding { target, key: binding.key, arguments: binding.arguments, x_match });
+        }
+        let _ = self.store.set(store.clone());
+        drop(state);
+    }
+
+    /// Writes the durable topology after a change (under the lock, so that the last record
+    /// written is the latest state).
+    fn keep(&self, state: &State) {
+        let Some(store) = self.store.get() else { return };
+        let durable_exchange = |name: &str| state.exchanges.get(name).is_some_and(|e| e.options.durable);
+        let mut topology = KeptTopology::default();
+        for (name, exchange) in &state.exchanges {
+            if exchange.options.durable && !exchange.builtin {
+                topology.exchanges.push(KeptExchange {
+                    name: name.clone(),
+                    kind: exchange.options.kind.as_str().to_owned(),
+                    auto_delete: exchange.options.auto_delete,
+                    internal: exchange.options.internal,
+                });
+            }
+            if !exchange.options.durable {
+                continue;
+            }
+            for binding in &exchange.bindings {
+                let (to_queue, target) = match &binding.target {
+                    BindingTarget::Queue(q) if q.options().durable => (true, q.name().to_owned()),
+                    BindingTarget::Exchange(e) if durable_exchange(e) => (false, e.clone()),
+                    _ => continue,
+                };
+                topology.bindings.push(KeptBinding {
+                    source: name.clone(),
+                    to_queue,
+                    target,
+                    key: binding.key.clone(),
+                    arguments: binding.arguments.clone(),
+                });
+            }
+        }
+        let change =
+            Change::Put { space: Space::Resources, key: KEY.to_vec(), value: record::encode_record(&topology) };
+        drop(store.commit(vec![change]));
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -256,6 +345,9 @@ impl ExchangeRegistry {
             )));
         }
         state.exchanges.insert(name.to_owned(), Exchange { options, builtin: false, bindings: Vec::new() });
+        if options.durable {
+            self.keep(&state);
+        }
         Ok(())
     }
 
@@ -273,6 +365,7 @@ impl ExchangeRegistry {
             return Err(AmqpError::precondition_failed(format!("exchange '{name}' in vhost '/' in use")));
         }
         Self::remove_exchange(&mut state, name);
+        self.keep(&state);
         Ok(())
     }
 
@@ -338,6 +431,7 @@ impl ExchangeRegistry {
             )));
         }
         exchange.bindings.push(Binding { target, key: key.to_owned(), arguments: arguments.clone(), x_match });
+        self.keep(&state);
         Ok(())
     }
 
@@ -348,8 +442,12 @@ impl ExchangeRegistry {
         let Some(exchange) = state.exchanges.get_mut(source) else { return };
         let before = exchange.bindings.len();
         exchange.bindings.retain(|b| !(b.target.same(target) && b.key == key && &b.arguments == arguments));
-        if before != exchange.bindings.len() && exchange.bindings.is_empty() && exchange.options.auto_delete {
+        let removed = before != exchange.bindings.len();
+        if removed && exchange.bindings.is_empty() && exchange.options.auto_delete {
             Self::remove_exchange(&mut state, source);
+        }
+        if removed {
+            self.keep(&state);
         }
     }
 
@@ -358,6 +456,9 @@ impl ExchangeRegistry {
         let mut state = self.lock();
         for name in Self::remove_bindings_to(&mut state, &BindingTarget::Queue(queue.clone())) {
             Self::remove_exchange(&mut state, &name);
+        }
+        if queue.options().durable {
+            self.keep(&state);
         }
     }
 

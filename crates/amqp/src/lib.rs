@@ -23,6 +23,7 @@ pub mod error;
 pub mod exchange;
 mod exchange_class;
 pub mod frontend;
+mod kept;
 mod output;
 mod queue;
 pub mod session;
