@@ -91,50 +91,46 @@ fn same_payloads(original: &Request, back: &mut Request, limits: &Limits) {
     }
 }
 
-/// `ours` without the ` xmlns:p="…"` declarations on its root element for prefixes that the
-/// root of `theirs` does not declare.
+/// `ours` without the `xmlns:p="…"` declarations on its root element for prefixes that the
+/// root of `theirs` does not declare. Both are elements as the codec writes them: a start tag
+/// of name and quoted attributes.
 fn without_borrowed_declarations(ours: &[u8], theirs: &[u8]) -> Vec<u8> {
-    // The root start tag ends at the first `>` outside a quoted attribute value.
-    let root_end = |b: &[u8]| {
-        let mut quote = None;
-        b.iter()
-            .position(|&c| match quote {
-                Some(q) if c == q => {
-                    quote = None;
-                    false
-                }
-                Some(_) => false,
-                None if c == b'"' || c == b'\'' => {
-                    quote = Some(c);
-                    false
-                }
-                None => c == b'>',
-            })
-            .unwrap_or(b.len())
-    };
-    let (ours_root, theirs_root) = (&ours[..root_end(ours)], &theirs[..root_end(theirs)]);
+    let declared: Vec<&[u8]> = root_attributes(theirs).into_iter().map(|(name, _)| name).collect();
     let mut out = Vec::with_capacity(ours.len());
     let mut at = 0;
-    while let Some(found) = find(&ours_root[at..], b" xmlns:") {
-        let start = at + found;
-        let name_end = start + ours_root[start..].iter().position(|&c| c == b'=').unwrap_or(ours_root.len() - start);
-        // The writer quotes with `"` and escapes it inside values.
-        let value_end = ours_root[name_end..]
-            .iter()
-            .enumerate()
-            .filter(|&(_, &c)| c == b'"')
-            .nth(1)
-            .map_or(ours_root.len(), |(i, _)| name_end + i + 1);
-        out.extend_from_slice(&ours[at..start]);
-        if find(theirs_root, &ours_root[start..=name_end.min(ours_root.len() - 1)]).is_some() {
-            out.extend_from_slice(&ours[start..value_end]);
+    for (name, span) in root_attributes(ours) {
+        if name.starts_with(b"xmlns:") && !declared.contains(&name) {
+            out.extend_from_slice(&ours[at..span.start]);
+            at = span.end;
         }
-        at = value_end;
     }
     out.extend_from_slice(&ours[at..]);
     out
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+/// The attributes of the root start tag: each name, and the span from the whitespace before
+/// it to the end of its quoted value.
+fn root_attributes(xml: &[u8]) -> Vec<(&[u8], std::ops::Range<usize>)> {
+    let mut attributes = Vec::new();
+    let Some(mut i) = xml.iter().position(|c| c.is_ascii_whitespace() || *c == b'>' || *c == b'/') else {
+        return attributes;
+    };
+    loop {
+        let start = i;
+        while xml.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let name_start = i;
+        while xml.get(i).is_some_and(|&c| c != b'=' && c != b'>' && c != b'/' && !c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        if xml.get(i) != Some(&b'=') || i == name_start {
+            return attributes;
+        }
+        let name = &xml[name_start..i];
+        let Some(&quote) = xml.get(i + 1).filter(|&&q| q == b'"' || q == b'\'') else { return attributes };
+        let Some(close) = xml[i + 2..].iter().position(|&c| c == quote) else { return attributes };
+        i = i + 2 + close + 1;
+        attributes.push((name, start..i));
+    }
 }
