@@ -463,7 +463,7 @@ async fn handshake(
                 if let Some((will, _)) = &parked.will {
                     will.publish(&parked.state.core, &parked.state.client_id, now);
                 }
-                kept::end(&parked.state);
+                parked.state.forget_kept();
             }
             let mut core = router.open_session(io.stream.kind().label(Protocol::Mqtt));
             core.restrict(rights);
@@ -514,7 +514,7 @@ fn finish(shared: &Shared, session: MqttSession, conn: u64, reason: CloseReason,
         }
     }
     if state.expiry.is_zero() {
-        kept::end(&state);
+        state.forget_kept();
         shared.registry.release(&client_id, conn, None);
         return;
     }
@@ -526,7 +526,7 @@ fn finish(shared: &Shared, session: MqttSession, conn: u64, reason: CloseReason,
 }
 
 fn end_session(state: Box<SessionState>, will: Option<Will>, now: Instant) {
-    kept::end(&state);
+    state.forget_kept();
     if let Some(will) = will {
         will.publish(&state.core, &state.client_id, now);
     }

@@ -30,7 +30,7 @@ use crate::translate::qos_in;
 /// offline), or ends what was kept of it if it is no longer persistent (expiry 0).
 pub fn save(state: &SessionState, parked_until: Option<Duration>) {
     if state.expiry.is_zero() {
-        end(state);
+        state.forget_kept();
         return;
     }
     let name = record::session_key(Protocol::Mqtt, &state.client_id);
@@ -41,13 +41,6 @@ pub fn save(state: &SessionState, parked_until: Option<Duration>) {
         owner: state.owner.as_deref().map(str::to_owned),
         subscriptions: state.subs.iter().map(|(filter, entry)| subscription_record(filter, entry)).collect(),
     });
-}
-
-/// The session ended: what the store kept of it goes.
-pub fn end(state: &SessionState) {
-    if let Some(keeper) = state.core.keeper() {
-        keeper.end();
-    }
 }
 
 fn subscription_record(filter: &str, entry: &SubEntry) -> SubscriptionRecord {
@@ -109,7 +102,7 @@ pub fn restore(router: &Router, registry: &Registry, auth: &dyn Authenticator) -
         let state = rebuild(router, auth, client_id, &name, &kept, messages);
         let expiry_left = kept.expires_at_ms.map_or(state.expiry, record::until_ms);
         if expiry_left.is_zero() {
-            end(&state);
+            state.forget_kept();
             continue;
         }
         save(&state, Some(expiry_left));

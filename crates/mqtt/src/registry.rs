@@ -15,7 +15,6 @@ use thiserror::Error;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::kept;
 use crate::state::SessionState;
 use crate::will::Will;
 
@@ -221,7 +220,7 @@ impl Registry {
         // Ended sessions are dropped outside the registry lock (their clean-up takes router locks).
         for parked in expired {
             tracing::debug!(client_id = %parked.state.client_id, "offline session expired");
-            kept::end(&parked.state);
+            parked.state.forget_kept();
             if let Some((will, _)) = &parked.will {
                 will.publish(&parked.state.core, &parked.state.client_id, now);
             }

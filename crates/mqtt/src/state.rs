@@ -68,6 +68,13 @@ impl SessionState {
         self.core.receiver().set_attached(false);
     }
 
+    /// The session ended: what the store kept of it goes (see `kept.rs`).
+    pub fn forget_kept(&self) {
+        if let Some(keeper) = self.core.keeper() {
+            keeper.end();
+        }
+    }
+
     /// Brings an offline session back: the outbox is live again and the shared-group
     /// memberships are rejoined with `credit` unacknowledged deliveries each.
     pub fn attach(&mut self, credit: usize) -> Result<(), SharedError> {

@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tolk_core::auth::Authenticator;
 use tolk_core::frontend::FrontEndContext;
-use tolk_core::{CloseReason, MemoryKind, Outbox, OutboxReceiver, Protocol, Router, SessionId};
-use tracing::{Instrument, debug, info_span};
+use tolk_core::{CloseReason, Router, SessionId};
+use tracing::debug;
 use wsn_xml::{FaultKind, Limits, ReplyContext, Request, RequestEnvelope};
 
 use crate::allow::ConsumerPolicy;
@@ -38,7 +38,7 @@ use crate::memory::PullPointBytes;
 use crate::pullpoint::PullPoint;
 use crate::push_mark::LoopMark;
 use crate::registry::Registry;
-use crate::subscription::{Consumer, Subscription};
+use crate::subscription::Subscription;
 
 /// What a request's URL addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,34 +128,6 @@ impl Endpoint {
             next_tag: std::sync::atomic::AtomicU64::new(1),
             consumer_limits: Mutex::default(),
             config,
-        }
-    }
-
-    /// Where a new subscription's core subscriptions deliver: the pull point's outbox, or an
-    /// outbox of its own (with the receiver its push task drains) for an HTTP consumer.
-    pub(crate) fn subscription_target(
-        &self,
-        consumer: &Consumer,
-        owner: SessionId,
-    ) -> (Outbox, Option<OutboxReceiver>) {
-        match consumer {
-            Consumer::PullPoint(pp) => (pp.outbox(), None),
-            Consumer::Push { .. } => {
-                let (capacity, max_bytes) =
-                    (self.config.push.queue_per_consumer, self.router.config().outbox_max_bytes);
-                let (outbox, receiver) =
-                    self.router.outbox(owner, Protocol::Wsn, capacity, max_bytes, MemoryKind::Outbox);
-                (outbox, Some(receiver))
-            }
-        }
-    }
-
-    /// Starts the push task of a subscription to an HTTP consumer (nothing for a pull point's).
-    pub(crate) fn spawn_push(self: &Arc<Self>, subscription: &Arc<Subscription>, receiver: Option<OutboxReceiver>) {
-        if let (Some(receiver), Consumer::Push { uri, .. }) = (receiver, &subscription.consumer) {
-            let limit = self.consumer_limit(&uri.authority().map(ToString::to_string).unwrap_or_default());
-            let span = info_span!("wsn_push", subscription = %subscription.id, consumer = %shorten(&uri.to_string()));
-            self.tracker.spawn(crate::push::run(self.clone(), subscription.clone(), receiver, limit).instrument(span));
         }
     }
 

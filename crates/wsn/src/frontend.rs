@@ -35,7 +35,7 @@ impl WsnFrontEnd {
     /// `ctx.shutdown`.
     fn routes(&self, ctx: &FrontEndContext) -> axum::Router {
         let endpoint = Arc::new(Endpoint::new(self.config.clone(), ctx));
-        crate::kept::restore(&endpoint);
+        crate::restore::restore(&endpoint);
         let sweeper = endpoint.clone();
         ctx.tracker.spawn(async move {
             let period = sweeper.config.expiry_check_interval.max(std::time::Duration::from_millis(1));

@@ -38,6 +38,7 @@ mod pullpoint_ops;
 mod push;
 mod push_mark;
 mod registry;
+mod restore;
 mod subscription;
 /// Public so that the translation benchmarks (`benches/benches/translation.rs`) can measure
 /// Notify ↔ core message; the broker itself uses it only through its endpoint.

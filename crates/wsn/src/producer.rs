@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use axum::http::Uri;
 use tolk_core::access::{self, Access};
-use tolk_core::{Denial, Message, Origin, Protocol};
-use tracing::{debug, info, warn};
+use tolk_core::{Denial, MemoryKind, Message, Origin, Outbox, OutboxReceiver, Protocol, SessionId};
+use tracing::{Instrument, debug, info, info_span, warn};
 use wsn_xml::{
     AddressingVersion, EndpointReference, FaultKind, NotificationMessage, ReplyContext, Response, SecurityFault,
     Subscribe, TopicExpression, write_response,
@@ -175,6 +175,34 @@ impl Endpoint {
             },
         );
         Ok(Reply::Body(body))
+    }
+
+    /// Where a new subscription's core subscriptions deliver: the pull point's outbox, or an
+    /// outbox of its own (with the receiver its push task drains) for an HTTP consumer.
+    pub(crate) fn subscription_target(
+        &self,
+        consumer: &Consumer,
+        owner: SessionId,
+    ) -> (Outbox, Option<OutboxReceiver>) {
+        match consumer {
+            Consumer::PullPoint(pp) => (pp.outbox(), None),
+            Consumer::Push { .. } => {
+                let (capacity, max_bytes) =
+                    (self.config.push.queue_per_consumer, self.router.config().outbox_max_bytes);
+                let (outbox, receiver) =
+                    self.router.outbox(owner, Protocol::Wsn, capacity, max_bytes, MemoryKind::Outbox);
+                (outbox, Some(receiver))
+            }
+        }
+    }
+
+    /// Starts the push task of a subscription to an HTTP consumer (nothing for a pull point's).
+    pub(crate) fn spawn_push(self: &Arc<Self>, subscription: &Arc<Subscription>, receiver: Option<OutboxReceiver>) {
+        if let (Some(receiver), Consumer::Push { uri, .. }) = (receiver, &subscription.consumer) {
+            let limit = self.consumer_limit(&uri.authority().map(ToString::to_string).unwrap_or_default());
+            let span = info_span!("wsn_push", subscription = %subscription.id, consumer = %shorten(&uri.to_string()));
+            self.tracker.spawn(crate::push::run(self.clone(), subscription.clone(), receiver, limit).instrument(span));
+        }
     }
 
     /// Where a Subscribe's notifications go: one of `caller`'s pull points (by address), or an
