@@ -211,29 +211,35 @@ def test_stomp_receipted_persistent_messages_survive_kill_9(store_broker):
     conn.disconnect()
 
 
+def mqtt_stream_until_killed(broker, client_id, topic, prefix):
+    """paho publishes `<prefix><i>` at QoS 1 to `topic`, 20 in flight, until the broker is
+    killed mid-stream; returns the numbers whose PUBACK came."""
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311)
+    numbers = {}
+    client.on_publish = lambda c, u, mid, rc, p: stream.acked(numbers[mid])
+    client.connect(broker.host, broker.port("mqtt"))
+    client.loop_start()
+
+    def send(i):
+        info = client.publish(topic, f"{prefix}{i}".encode(), qos=1)
+        if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
+            raise RuntimeError(info.rc)
+        numbers[info.mid] = i
+
+    stream = AckedStream(broker, send, window=20)
+    try:
+        return stream.run()
+    finally:
+        client.loop_stop()
+
+
 def test_mqtt_acknowledged_qos1_messages_survive_kill_9_in_a_durable_queue(store_broker):
     """MQTT QoS 1 into a durable AMQP queue bound to the topic: a PUBACK means on disk."""
     connection, channel = pika_channel(store_broker)
     channel.queue_declare("crash-mqtt", durable=True)
     channel.queue_bind("crash-mqtt", "amq.topic", "crash.mqtt")
     connection.close()
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="crash-mqtt", protocol=mqtt.MQTTv311)
-    numbers = {}
-    client.on_publish = lambda c, u, mid, rc, p: stream.acked(numbers[mid])
-    client.connect(store_broker.host, store_broker.port("mqtt"))
-    client.loop_start()
-
-    def send(i):
-        info = client.publish("crash/mqtt", f"m{i}".encode(), qos=1)
-        if info.rc != mqtt.MQTT_ERR_SUCCESS and info.rc != mqtt.MQTT_ERR_NO_CONN:
-            raise RuntimeError(info.rc)
-        numbers[info.mid] = i
-
-    stream = AckedStream(store_broker, send, window=20)
-    try:
-        acknowledged = stream.run()
-    finally:
-        client.loop_stop()
+    acknowledged = mqtt_stream_until_killed(store_broker, "crash-mqtt", "crash/mqtt", "m")
     store_broker.start()
     expected = {f"m{i}".encode() for i in acknowledged}
     assert expected <= drain_queue(store_broker, "crash-mqtt", expected)
@@ -268,21 +274,7 @@ def test_a_persistent_mqtt_session_and_its_acknowledged_messages_survive_kill_9(
     client.disconnect()
     client.loop_stop()
 
-    publisher = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="kept-pub", protocol=mqtt.MQTTv311)
-    numbers = {}
-    publisher.on_publish = lambda c, u, mid, rc, p: stream.acked(numbers[mid])
-    publisher.connect(store_broker.host, store_broker.port("mqtt"))
-    publisher.loop_start()
-
-    def send(i):
-        info = publisher.publish("persist/x", f"p{i}".encode(), qos=1)
-        numbers[info.mid] = i
-
-    stream = AckedStream(store_broker, send, window=20, kill_after=200)
-    try:
-        acknowledged = stream.run()
-    finally:
-        publisher.loop_stop()
+    acknowledged = mqtt_stream_until_killed(store_broker, "kept-pub", "persist/x", "p")
     store_broker.start()
     assert "persistent MQTT sessions restored" in store_broker.log.read_text()
 

@@ -482,7 +482,7 @@ impl Router {
         }
         for (key, value) in store.load(Space::Queues)? {
             let name = String::from_utf8_lossy(&key);
-            match record::decode_queue(&value) {
+            match record::decode_record::<record::QueueRecord>(&value) {
                 Ok(kept) => self.restore_queue(&name, kept),
                 Err(e) => tracing::warn!(queue = %name, error = %e, "a stored queue was not restored"),
             }
@@ -539,7 +539,7 @@ impl Router {
             bindings,
         };
         let key = queue.name().as_bytes().to_vec();
-        drop(store.commit(vec![Change::Put { space: Space::Queues, key, value: record::encode_queue(&kept) }]));
+        drop(store.commit(vec![Change::Put { space: Space::Queues, key, value: record::encode_record(&kept) }]));
         drop(subs);
     }
 

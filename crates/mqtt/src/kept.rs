@@ -91,7 +91,7 @@ pub fn restore(router: &Router, registry: &Registry, auth: &dyn Authenticator) -
     for (key, value) in store.load(Space::Sessions)? {
         let Ok(name) = String::from_utf8(key) else { continue };
         let Some(client_id) = name.strip_prefix(&prefix) else { continue };
-        let kept = match record::decode_session(&value) {
+        let kept = match record::decode_record::<SessionRecord>(&value) {
             Ok(kept) => kept,
             Err(e) => {
                 tracing::warn!(client_id, error = %e, "a stored MQTT session was not restored");

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::http::Uri;
-use tolk_core::store::{Space, record};
+use tolk_core::store::{Record, Space, record};
 use tracing::{info, warn};
 use wsn_xml::{AddressingVersion, EndpointReference, SoapVersion, XmlElement};
 
@@ -24,26 +24,37 @@ pub(crate) fn restore(endpoint: &Arc<Endpoint>) {
         Ok(records) => records,
         Err(e) => return warn!(error = %e, "WS-N subscriptions could not be restored"),
     };
-    let (mut pull_points, mut subscriptions) = (0, 0);
-    for (key, value) in &records {
-        let Some(id) = std::str::from_utf8(key).ok().and_then(|k| k.strip_prefix(PULL_POINT)) else { continue };
-        match record::decode_record::<KeptPullPoint>(value).map(|kept| restore_pull_point(endpoint, id, kept)) {
-            Ok(true) => pull_points += 1,
-            Ok(false) => forget_pull_point(&*store, id),
-            Err(e) => warn!(pull_point = id, error = %e, "a stored pull point was not restored"),
-        }
-    }
-    for (key, value) in &records {
-        let Some(id) = std::str::from_utf8(key).ok().and_then(|k| k.strip_prefix(SUBSCRIPTION)) else { continue };
-        match record::decode_record::<KeptSubscription>(value).map(|kept| restore_subscription(endpoint, id, kept)) {
-            Ok(true) => subscriptions += 1,
-            Ok(false) => forget_subscription(&*store, id),
-            Err(e) => warn!(subscription = id, error = %e, "a stored subscription was not restored"),
-        }
-    }
+    let forget = |prefix: &str, id: &str| match prefix {
+        PULL_POINT => forget_pull_point(&*store, id),
+        _ => forget_subscription(&*store, id),
+    };
+    let pull_points = restore_each(&records, PULL_POINT, |id, kept| restore_pull_point(endpoint, id, kept), &forget);
+    let subscriptions =
+        restore_each(&records, SUBSCRIPTION, |id, kept| restore_subscription(endpoint, id, kept), &forget);
     if pull_points + subscriptions > 0 {
         info!(subscriptions, pull_points, "WS-N subscriptions and pull points restored from the store");
     }
+}
+
+/// Restores each record under `prefix` with `restore`; one that cannot be restored any more
+/// (its pull point is gone, a limit is reached) is forgotten, one that cannot be read is left
+/// and logged. Returns how many came back.
+fn restore_each<T: serde::de::DeserializeOwned>(
+    records: &[Record],
+    prefix: &str,
+    mut restore: impl FnMut(&str, T) -> bool,
+    forget: &dyn Fn(&str, &str),
+) -> usize {
+    let mut restored = 0;
+    for (key, value) in records {
+        let Some(id) = std::str::from_utf8(key).ok().and_then(|k| k.strip_prefix(prefix)) else { continue };
+        match record::decode_record::<T>(value).map(|kept| restore(id, kept)) {
+            Ok(true) => restored += 1,
+            Ok(false) => forget(prefix, id),
+            Err(e) => warn!(key = %String::from_utf8_lossy(key), error = %e, "a stored WS-N resource was not restored"),
+        }
+    }
+    restored
 }
 
 fn restore_pull_point(endpoint: &Arc<Endpoint>, id: &str, kept: KeptPullPoint) -> bool {

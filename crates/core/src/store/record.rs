@@ -128,18 +128,6 @@ pub struct QueueRecord {
     pub bindings: Vec<(String, u64)>,
 }
 
-/// Encodes a queue record.
-pub fn encode_queue(queue: &QueueRecord) -> Vec<u8> {
-    let mut out = vec![VERSION];
-    out.extend(postcard::to_allocvec(queue).expect("a queue record always encodes"));
-    out
-}
-
-/// Decodes a queue record.
-pub fn decode_queue(bytes: &[u8]) -> Result<QueueRecord, RecordError> {
-    decode_versioned(bytes)
-}
-
 /// The key of a queue's or a session's message: the owner's name, length-prefixed
 /// ([`seq_prefix`]), then the arrival number big-endian, so that one owner's messages are
 /// adjacent and in arrival order.
@@ -190,15 +178,13 @@ pub fn encode_delivery(delivery: &Delivery) -> Vec<u8> {
         tag: delivery.tag,
         subscription_id: delivery.subscription_id,
     };
-    let mut out = vec![VERSION];
-    out.extend(postcard::to_allocvec(&stored).expect("a delivery always encodes"));
-    out
+    encode_record(&stored)
 }
 
 /// Decodes a kept delivery (marked redelivered: it may have been sent before the restart);
 /// `Ok(None)` when its message expired while the broker was down.
 pub fn decode_delivery(bytes: &[u8], seq: u64) -> Result<Option<Delivery>, RecordError> {
-    let stored: StoredDelivery = decode_versioned(bytes)?;
+    let stored: StoredDelivery = decode_record(bytes)?;
     let Some(message) = decode_message(&stored.message)? else { return Ok(None) };
     let qos = QoS::from_level(stored.qos).ok_or_else(|| RecordError::Damaged(format!("QoS {}", stored.qos)))?;
     Ok(Some(Delivery {
@@ -242,18 +228,6 @@ pub struct SubscriptionRecord {
     pub subscription_id: Option<u32>,
 }
 
-/// Encodes a session record.
-pub fn encode_session(session: &SessionRecord) -> Vec<u8> {
-    let mut out = vec![VERSION];
-    out.extend(postcard::to_allocvec(session).expect("a session record always encodes"));
-    out
-}
-
-/// Decodes a session record.
-pub fn decode_session(bytes: &[u8]) -> Result<SessionRecord, RecordError> {
-    decode_versioned(bytes)
-}
-
 /// Wall-clock milliseconds `after` from now, for an expiry kept across restarts.
 pub fn deadline_ms(after: Duration) -> u64 {
     unix_ms(SystemTime::now() + after)
@@ -264,8 +238,8 @@ pub fn until_ms(deadline: u64) -> Duration {
     Duration::from_millis(deadline.saturating_sub(unix_ms(SystemTime::now())))
 }
 
-/// Encodes a front end's own record (see [`crate::store::Space::Resources`]) in the store's
-/// versioned format.
+/// Encodes a record (a queue's, a session's, or a front end's own, see
+/// [`crate::store::Space::Resources`]) in the store's versioned format.
 pub fn encode_record<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = vec![VERSION];
     out.extend(postcard::to_allocvec(value).expect("a record always encodes"));
@@ -274,10 +248,6 @@ pub fn encode_record<T: Serialize>(value: &T) -> Vec<u8> {
 
 /// Decodes a record written by [`encode_record`].
 pub fn decode_record<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, RecordError> {
-    decode_versioned(bytes)
-}
-
-fn decode_versioned<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, RecordError> {
     let (&version, body) = bytes.split_first().ok_or_else(|| RecordError::Damaged("empty".into()))?;
     if version != VERSION {
         return Err(RecordError::Version(version));
@@ -336,7 +306,7 @@ mod tests {
                 subscription_id: Some(7),
             }],
         };
-        assert_eq!(decode_session(&encode_session(&session)), Ok(session.clone()));
+        assert_eq!(decode_record(&encode_record(&session)), Ok(session.clone()));
         let left = until_ms(session.expires_at_ms.unwrap());
         assert!(left > Duration::from_secs(58) && left <= Duration::from_secs(60), "{left:?}");
 
@@ -353,7 +323,7 @@ mod tests {
     #[test]
     fn queue_records_and_message_keys_read_back_and_sort_by_arrival() {
         let queue = QueueRecord { max_length: 10, max_length_bytes: 1 << 20, bindings: vec![("a/#".into(), 3)] };
-        assert_eq!(decode_queue(&encode_queue(&queue)), Ok(queue));
+        assert_eq!(decode_record(&encode_record(&queue)), Ok(queue));
         let (early, late) = (seq_key("q", 2), seq_key("q", 256));
         assert!(early < late, "arrival order is key order");
         assert!(seq_key("q", u64::MAX) < seq_key("qq", 0), "one queue's keys are adjacent");

@@ -58,7 +58,7 @@ impl SessionKeeper {
         let change = Change::Put {
             space: Space::Sessions,
             key: self.name.as_bytes().to_vec(),
-            value: record::encode_session(session),
+            value: record::encode_record(session),
         };
         drop(self.store.commit(vec![change]));
     }
