@@ -45,7 +45,8 @@ measure_retained() { # NAME PID PORT
 measure_session() { # NAME PID PORT
     local out before start end after got sub
     out=$(mktemp)
-    timeout 300 mosquitto_sub -h 127.0.0.1 -p "$3" -c -i durable-session -q 1 -t session/durable \
+    # Line-buffered: the SUBACK line must reach the file while it runs.
+    timeout 300 stdbuf -oL mosquitto_sub -h 127.0.0.1 -p "$3" -c -i durable-session -q 1 -t session/durable \
         -C "$MESSAGES" -d >"$out" &
     sub=$!
     # Subscribed (the SUBACK is in its debug output) before anything is published.
