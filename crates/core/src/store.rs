@@ -12,9 +12,13 @@ use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
+#[cfg(feature = "testing")]
+mod gate;
 pub mod record;
 mod session;
 
+#[cfg(feature = "testing")]
+pub use gate::Gate;
 pub use session::SessionKeeper;
 
 /// A set of records with one meaning; each space is one keyspace (or table) of the engine.

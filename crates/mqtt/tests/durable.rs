@@ -4,42 +4,13 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use common::{Raw, config, pid, start};
 use rmqtt_codec::types::{Publish as RawPublish, QoS as RawQoS};
 use rmqtt_codec::v5 as r5;
-use tolk_core::store::{Change, Completion, Durable, Record, Space, Store, StoreError};
-
-/// Holds every commit until the test completes it.
-#[derive(Default)]
-struct Gate {
-    waiting: Mutex<Vec<(Vec<Change>, Completion)>>,
-}
-
-impl Gate {
-    fn complete_all(&self, result: Result<(), StoreError>) -> usize {
-        let waiting = std::mem::take(&mut *self.waiting.lock().unwrap());
-        let n = waiting.len();
-        for (_, completion) in waiting {
-            completion.complete(result.clone());
-        }
-        n
-    }
-}
-
-impl Store for Gate {
-    fn commit(&self, changes: Vec<Change>) -> Durable {
-        let (completion, durable) = Durable::pending();
-        self.waiting.lock().unwrap().push((changes, completion));
-        durable
-    }
-
-    fn load(&self, _: Space) -> Result<Vec<Record>, StoreError> {
-        Ok(Vec::new())
-    }
-}
+use tolk_core::store::{Gate, StoreError};
 
 fn publish(topic: &str, id: u16, retain: bool) -> r5::Packet {
     r5::Packet::Publish(Box::new(RawPublish {

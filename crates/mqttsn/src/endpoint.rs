@@ -444,6 +444,12 @@ impl Endpoint {
                 // The session is gone, and its outbox with it.
                 None => drop(batch),
             },
+            Wake::Stored(key, seq, result) => {
+                if let Some(entry) = self.clients.get_mut(&key) {
+                    entry.session.handle_stored(seq, result);
+                    self.flush(key).await;
+                }
+            }
             Wake::Overflowed(key) => {
                 if let Some(entry) = self.clients.get_mut(&key) {
                     entry.task = None;
@@ -483,6 +489,12 @@ impl Endpoint {
     /// Sends what the session produced, carries out its events and re-arms its timer.
     async fn flush(&mut self, key: ClientKey) {
         let Some(entry) = self.clients.get_mut(&key) else { return };
+        for (seq, commit) in entry.session.take_commits() {
+            let wake = self.wake_tx.clone();
+            self.tracker.spawn(async move {
+                let _ = wake.send(Wake::Stored(key, seq, commit.await)).await;
+            });
+        }
         let mut outgoing = Vec::new();
         while let Some(message) = entry.session.poll_transmit() {
             outgoing.push(message);

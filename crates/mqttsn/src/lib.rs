@@ -31,6 +31,7 @@ mod registry;
 mod session;
 mod socket;
 mod stats;
+mod stored_acks;
 mod throttle;
 /// Public so that the translation benchmarks (`benches/benches/translation.rs`) can measure
 /// PUBLISH ↔ core message; the broker itself uses it only through its sessions.

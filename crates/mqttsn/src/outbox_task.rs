@@ -14,6 +14,7 @@ use std::sync::Arc;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tolk_core::store::StoreError;
 use tolk_core::{Delivery, Metrics, Protocol, Session};
 
 /// Largest batch taken from an outbox at once: enough to amortise the channel hop, small enough
@@ -30,6 +31,8 @@ pub(crate) enum Wake {
     Deliveries(ClientKey, Vec<Delivery>),
     /// The outbox overflowed with at-least-once messages (slow consumer); the task has ended.
     Overflowed(ClientKey),
+    /// A store commit the client's answers wait for ended (see `stored_acks.rs`).
+    Stored(ClientKey, u64, Result<(), StoreError>),
 }
 
 /// Handle to a running outbox task; dropping it stops the task (and closes the gauge).

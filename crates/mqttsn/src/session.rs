@@ -24,6 +24,7 @@ use mqttsn_codec::{
 };
 use tolk_core::access::SubscribeError;
 use tolk_core::drive::Egress;
+use tolk_core::store::{Durable, StoreError};
 use tolk_core::{
     CloseReason, Delivery, DropReason, Metrics, Protocol, PublishOutcome, QoS as CoreQoS, Session, SubscriptionOptions,
     topic,
@@ -35,6 +36,7 @@ use crate::outgoing::{Inflight, Outgoing, Pending, Step};
 use crate::predefined::PredefinedTopics;
 use crate::registry::RegistryFull;
 use crate::stats::GatewayStats;
+use crate::stored_acks::StoredAcks;
 use crate::translate::{
     OutboundTopic, SubscriptionForm, core_message, core_qos, inbound_topic, outbound_topic, short_filter, sn_qos,
     topic_id_field,
@@ -158,6 +160,8 @@ pub(crate) struct ClientSession {
     /// The core outbox is detached (offline, or asleep with a full buffer).
     detached: bool,
     transmit: VecDeque<SnMessage>,
+    /// PUBACKs and PUBRECs waiting for the store.
+    stored_acks: StoredAcks,
     /// Deliveries in `transmit`, counted once their datagram is sent.
     egress: Egress,
     events: VecDeque<Event>,
@@ -193,6 +197,7 @@ impl ClientSession {
             requested: false,
             detached: false,
             transmit: VecDeque::new(),
+            stored_acks: StoredAcks::default(),
             egress: Egress::new(Protocol::MqttSn),
             events: VecDeque::new(),
         }
@@ -242,6 +247,8 @@ impl ClientSession {
         self.keep_alive = KeepAlive::grant(connect.duration, self.limits.max_keep_alive);
         if !waking {
             self.clean = connect.clean_session;
+            // Answers still waiting for the store were for the connection before.
+            self.stored_acks.clear();
         }
         if connect.will {
             let deadline = now + self.limits.handshake_timeout;
@@ -580,7 +587,7 @@ impl ClientSession {
                 self.transmit.push_back(puback(ReturnCode::Congestion));
             }
             QoS::Two | QoS::One => {
-                let outcome = self.route(&topic, &publish, now, gw);
+                let (outcome, commit) = self.route(&topic, &publish, now, gw);
                 let answer = if outcome.not_authorized {
                     // The access list refuses this topic: "rejected: not supported", the only
                     // refusal MQTT-SN 1.2 has that the client will not retry.
@@ -597,7 +604,12 @@ impl ClientSession {
                 } else {
                     puback(ReturnCode::Accepted)
                 };
-                self.transmit.push_back(answer);
+                // Sent once what the message left on disk is there (see `handle_stored`); a
+                // store failure is "rejected: congestion", which the client retries.
+                let refusal = puback(ReturnCode::Congestion);
+                if let Some(now) = self.stored_acks.answer(answer, commit, refusal) {
+                    self.transmit.push_back(now);
+                }
             }
             QoS::Zero | QoS::MinusOne => {
                 self.route(&topic, &publish, now, gw);
@@ -605,7 +617,14 @@ impl ClientSession {
         }
     }
 
-    fn route(&self, topic: &str, publish: &Publish, now: Instant, gw: &mut Gateway) -> PublishOutcome {
+    /// Publishes through the core; returns what it did and the store commit to answer after.
+    fn route(
+        &self,
+        topic: &str,
+        publish: &Publish,
+        now: Instant,
+        gw: &mut Gateway,
+    ) -> (PublishOutcome, Option<Durable>) {
         let message = core_message(
             topic,
             publish.data.clone(),
@@ -615,9 +634,30 @@ impl ClientSession {
             &self.client_id,
             now,
         );
-        let outcome = self.core.publish(Arc::new(message));
+        let mut commit = None;
+        let outcome = self.core.publish_into(Arc::new(message), &mut commit);
         gw.count_in();
-        outcome
+        (outcome, commit)
+    }
+
+    /// The store commits this session's answers wait for; the endpoint awaits each and calls
+    /// [`ClientSession::handle_stored`].
+    pub(crate) fn take_commits(&mut self) -> Vec<(u64, Durable)> {
+        self.stored_acks.take_commits()
+    }
+
+    /// Commit `seq` ended: the answers it held go out (a refusal if it failed, and a refused
+    /// QoS 2 message id is released so that its resend is routed again).
+    pub(crate) fn handle_stored(&mut self, seq: u64, result: Result<(), StoreError>) {
+        if let Err(e) = &result {
+            info!(client_id = %self.client_id, error = %e, "a published message could not be stored");
+        }
+        for (answer, refused) in self.stored_acks.stored(seq, result.is_ok()) {
+            if let (true, SnMessage::PubAck(refusal)) = (refused, &answer) {
+                self.inbound_qos2.remove(&refusal.msg_id);
+            }
+            self.transmit.push_back(answer);
+        }
     }
 
     fn on_register(&mut self, register: Register, gw: &mut Gateway) {
