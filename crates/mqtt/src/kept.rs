@@ -51,6 +51,7 @@ fn subscription_record(filter: &str, entry: &SubEntry) -> SubscriptionRecord {
         retain_as_published: entry.options.retain_as_published,
         retain_handling: entry.options.retain_handling.into(),
         subscription_id: entry.id,
+        tag: 0,
     }
 }
 

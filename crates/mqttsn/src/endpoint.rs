@@ -37,6 +37,7 @@ use tracing::{debug, info, warn};
 use crate::addresses::Addresses;
 use crate::config::AdvertiseConfig;
 use crate::gateway::Gateway;
+use crate::kept;
 use crate::outbox_task::{ClientKey, OutboxTask, Wake};
 use crate::persist::Persister;
 use crate::predefined::PredefinedCatalog;
@@ -165,6 +166,7 @@ impl Endpoint {
 
     /// Runs until broker shutdown, then says goodbye to every connected client.
     pub(crate) async fn run(mut self) {
+        self.restore(now());
         // One byte more than the limit, so that an oversized datagram is recognisable.
         let mut buf = vec![0u8; self.settings.max_message_size + 1];
         let mut advertise = self.settings.advertise.enabled.then(|| {
@@ -352,6 +354,7 @@ impl Endpoint {
                 if let Some(entry) = self.clients.get_mut(&key) {
                     let goodbye = entry.addr.is_some_and(|a| a != peer);
                     entry.session.close(CloseReason::SessionTakenOver, goodbye, now);
+                    entry.session.forget_kept();
                 }
                 self.flush(key).await;
                 self.remove(key);
@@ -414,18 +417,48 @@ impl Endpoint {
                 .filter_map(|(key, entry)| entry.session.offline_since().map(|since| (since, *key)))
                 .min()?;
             debug!(client_id = %self.clients[&oldest.1].session.client_id(), "max_clients reached: oldest offline session dropped");
+            self.clients[&oldest.1].session.forget_kept();
             self.remove(oldest.1);
         }
         let mut core = self.gw.router.open_session(Protocol::MqttSn);
         core.restrict(rights);
         let core = Arc::new(core);
         let predefined = self.catalog.for_client(&client_id);
-        let session = ClientSession::new(client_id.clone(), core, predefined, self.gw.limits, now);
+        let session = ClientSession::new(client_id, core, predefined, self.gw.limits, now);
+        Some(self.insert(session))
+    }
+
+    fn insert(&mut self, session: ClientSession) -> ClientKey {
         let key = self.next_key;
         self.next_key += 1;
+        self.by_id.insert(session.client_id().clone(), key);
         self.clients.insert(key, Entry { session, addr: None, task: None, scheduled: None });
-        self.by_id.insert(client_id, key);
-        Some(key)
+        key
+    }
+
+    /// Parks the persistent sessions the store kept, offline, before any datagram is read.
+    fn restore(&mut self, now: Instant) {
+        let kept = match kept::load(&self.gw.router) {
+            Ok(kept) => kept,
+            Err(e) => return warn!(error = %e, "MQTT-SN sessions could not be restored"),
+        };
+        let restored = kept.len();
+        for session in kept {
+            let mut core = self.gw.router.open_session(Protocol::MqttSn);
+            core.restrict(self.gw.rights_of(&session.client_id));
+            let predefined = self.catalog.for_client(&session.client_id);
+            let session = ClientSession::restored(session, Arc::new(core), predefined, self.gw.limits, now);
+            let key = self.insert(session);
+            if let Some(entry) = self.clients.get_mut(&key)
+                && let Some(at) = entry.session.poll_timeout()
+            {
+                entry.scheduled = Some(at);
+                self.timers.push(Reverse((at, key)));
+            }
+        }
+        if restored > 0 {
+            info!(sessions = restored, "persistent MQTT-SN sessions restored from the store");
+        }
     }
 
     /// Whether the session at `peer` is `client_id`'s.

@@ -83,6 +83,12 @@ impl Gateway {
     /// Logs a client in by its id alone (MQTT-SN has no credentials): the user configuration
     /// maps it to, or anonymous. `None` for QoS −1 publishers, which have no client id. Returns
     /// its rights, or why it is refused (counted as an `auth_failed` close).
+    /// The rights of a client the store brought back (it logged in before the restart).
+    pub(crate) fn rights_of(&self, client_id: &str) -> Rights {
+        let user = self.users.get(client_id).map(String::as_str);
+        self.auth.access(user, Some(client_id))
+    }
+
     pub(crate) fn login(&self, client_id: Option<&str>, peer: SocketAddr) -> Result<Rights, String> {
         let user = client_id.and_then(|id| self.users.get(id)).map(String::as_str);
         let credentials = Credentials {

@@ -23,6 +23,7 @@ mod config;
 mod endpoint;
 mod frontend;
 mod gateway;
+mod kept;
 mod outbox_task;
 mod outgoing;
 mod persist;

@@ -12,7 +12,7 @@
 //! in front: `WillTopic → WillMsg → Active ⇄ Asleep ⇄ Awake`, and `Offline` for a session kept
 //! after a disconnect or loss (clean session off).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ use mqttsn_codec::{
 };
 use tolk_core::access::SubscribeError;
 use tolk_core::drive::Egress;
-use tolk_core::store::{Durable, StoreError};
+use tolk_core::store::{Durable, StoreError, record};
 use tolk_core::{
     CloseReason, Delivery, DropReason, Metrics, Protocol, PublishOutcome, QoS as CoreQoS, Session, SubscriptionOptions,
     topic,
@@ -32,6 +32,7 @@ use tolk_core::{
 use tracing::{debug, info};
 
 use crate::gateway::{Gateway, Limits, MAX_INBOUND_QOS2};
+use crate::kept::{self, KeptSession};
 use crate::outgoing::{Inflight, Outgoing, Pending, Step};
 use crate::predefined::PredefinedTopics;
 use crate::registry::RegistryFull;
@@ -149,7 +150,8 @@ pub(crate) struct ClientSession {
     /// our REGISTER. At most [`MAX_KNOWN_IDS`].
     known_ids: HashSet<u16, RandomState>,
     /// (filter, tag) of each subscription, to enforce the per-client limit.
-    subscriptions: HashSet<(String, u64), RandomState>,
+    /// `(filter, tag)` → the QoS granted.
+    subscriptions: HashMap<(String, u64), CoreQoS, RandomState>,
     /// Incoming QoS 2 MsgIds routed but not yet released by PUBREL (duplicate suppression).
     inbound_qos2: HashSet<u16, RandomState>,
     out: Outgoing,
@@ -190,7 +192,7 @@ impl ClientSession {
             will_topic: None,
             will_message: Bytes::new(),
             known_ids: HashSet::default(),
-            subscriptions: HashSet::default(),
+            subscriptions: HashMap::default(),
             inbound_qos2: HashSet::default(),
             out: Outgoing::default(),
             online: false,
@@ -200,6 +202,53 @@ impl ClientSession {
             stored_acks: StoredAcks::default(),
             egress: Egress::new(Protocol::MqttSn),
             events: VecDeque::new(),
+        }
+    }
+
+    /// A persistent session the store kept, offline until its client connects (or
+    /// `expires_in` passes): subscribed again, its deliveries queued in the core outbox.
+    pub(crate) fn restored(
+        kept: KeptSession,
+        core: Arc<Session>,
+        predefined: Arc<PredefinedTopics>,
+        limits: Limits,
+        now: Instant,
+    ) -> Self {
+        let mut session = ClientSession::new(Arc::from(kept.client_id.as_str()), core, predefined, limits, now);
+        session.clean = false;
+        // Offline since so long that `expires_in` is what is left.
+        let lived = limits.session_expiry.saturating_sub(kept.expires_in);
+        session.phase = Phase::Offline { since: now.checked_sub(lived).unwrap_or(now) };
+        session.core.keep_in_store(record::session_key(Protocol::MqttSn, &kept.client_id), kept.next_seq);
+        for (filter, tag, max_qos) in kept.subscriptions {
+            let options = SubscriptionOptions { max_qos, ..SubscriptionOptions::default() };
+            match session.core.subscribe(&filter, tag, options) {
+                Ok(_) => {
+                    session.subscriptions.insert((filter, tag), max_qos);
+                }
+                Err(e) => {
+                    info!(client_id = %session.client_id, %filter, error = %e, "a stored subscription was not restored")
+                }
+            }
+        }
+        session.set_detached(true);
+        session.core.receiver().requeue_front(kept.deliveries.into_iter());
+        session
+    }
+
+    /// Writes this session's record if it is persistent (clean session off).
+    fn save(&self) {
+        if !self.clean {
+            let offline_for = matches!(self.phase, Phase::Offline { .. }).then_some(self.limits.session_expiry);
+            kept::save(&self.core, &self.client_id, &self.subscriptions, self.limits.session_expiry, offline_for);
+        }
+    }
+
+    /// The session ends for good (expired, replaced by a clean session, evicted): what the
+    /// store kept of it goes.
+    pub(crate) fn forget_kept(&self) {
+        if let Some(keeper) = self.core.keeper() {
+            keeper.end();
         }
     }
 
@@ -257,6 +306,8 @@ impl ClientSession {
         } else {
             self.finish_connect(now, gw);
         }
+        // Kept from now on (before the CONNACK leaves): a crash after it finds the session.
+        self.save();
     }
 
     /// Any other message from this client (from the session's address: the endpoint routes by
@@ -323,7 +374,7 @@ impl ClientSession {
         for delivery in batch {
             if bounded && self.out.pending.len() >= self.limits.max_buffered_sleeping {
                 gw.count_drop(DropReason::QueueFull);
-                settle(&delivery);
+                settle(&self.core, &delivery);
                 continue;
             }
             self.out.pending.push_back(Pending { delivery, taken_at: now });
@@ -347,6 +398,7 @@ impl ClientSession {
             }
             Phase::Offline { .. } if self.phase_deadline().is_some_and(|t| now >= t) => {
                 debug!(client_id = %self.client_id, "offline session expired");
+                self.forget_kept();
                 self.phase = Phase::Closed;
                 self.events.push_back(Event::Expired);
                 return;
@@ -693,7 +745,7 @@ impl ClientSession {
         } else {
             info!(client_id = %self.client_id, return_code = ?regack.return_code, "client refused our REGISTER: message dropped");
             gw.count_drop(DropReason::Untranslatable);
-            settle(&inflight.pending.delivery);
+            settle(&self.core, &inflight.pending.delivery);
         }
         self.pump(now, gw);
     }
@@ -710,7 +762,7 @@ impl ClientSession {
             info!(client_id = %self.client_id, return_code = ?puback.return_code, "client refused a PUBLISH: message dropped");
             gw.count_drop(DropReason::Untranslatable);
         }
-        settle(&inflight.pending.delivery);
+        settle(&self.core, &inflight.pending.delivery);
         self.pump(now, gw);
     }
 
@@ -728,7 +780,7 @@ impl ClientSession {
     fn on_pubcomp(&mut self, msg_id: u16, now: Instant, gw: &mut Gateway) {
         let matches = self.out.inflight.as_ref().is_some_and(|i| i.step == Step::PubComp && i.msg_id() == msg_id);
         if let Some(inflight) = self.out.inflight.take_if(|_| matches) {
-            settle(&inflight.pending.delivery);
+            settle(&self.core, &inflight.pending.delivery);
             self.pump(now, gw);
         }
     }
@@ -771,7 +823,7 @@ impl ClientSession {
         };
         let tag = form.tag();
         let key = (filter, tag);
-        if !self.subscriptions.contains(&key) && self.subscriptions.len() >= self.limits.max_subscriptions {
+        if !self.subscriptions.contains_key(&key) && self.subscriptions.len() >= self.limits.max_subscriptions {
             return refuse(ReturnCode::Congestion, "max_subscriptions_per_client reached");
         }
         let max_qos = core_qos(subscribe.qos);
@@ -800,7 +852,8 @@ impl ClientSession {
             let delivery = Delivery { tag, ..Delivery::retained(message, max_qos, now) };
             self.out.pending.push_back(Pending { delivery, taken_at: now });
         }
-        self.subscriptions.insert(key);
+        self.subscriptions.insert(key, max_qos);
+        self.save();
         self.pump(now, gw);
     }
 
@@ -815,6 +868,7 @@ impl ClientSession {
         if let Some(key) = target {
             self.core.unsubscribe(&key.0, key.1);
             self.subscriptions.remove(&key);
+            self.save();
         }
         // §5.4.18: UNSUBACK whether or not the subscription existed.
         self.transmit.push_back(SnMessage::UnsubAck { msg_id: unsubscribe.msg_id });
@@ -921,7 +975,7 @@ impl ClientSession {
         let delivery = &pending.delivery;
         if delivery.message.is_expired(now) {
             gw.count_drop(DropReason::Expired);
-            return settle(delivery);
+            return settle(&self.core, delivery);
         }
         let form = SubscriptionForm::from_tag(delivery.tag);
         let known = &self.known_ids;
@@ -933,7 +987,7 @@ impl ClientSession {
             OutboundTopic::Unmappable => {
                 debug!(client_id = %self.client_id, topic = %delivery.message.topic, "no topic id for this topic (registry full): dropped");
                 gw.count_drop(DropReason::Untranslatable);
-                return settle(delivery);
+                return settle(&self.core, delivery);
             }
         };
         let qos = sn_qos(delivery.qos);
@@ -949,7 +1003,7 @@ impl ClientSession {
         if encoded_len(&SnMessage::Publish(publish.clone())) > self.limits.max_message_size {
             debug!(client_id = %self.client_id, topic = %delivery.message.topic, "message larger than max_message_size_bytes: dropped");
             gw.count_drop(DropReason::Untranslatable);
-            return settle(delivery);
+            return settle(&self.core, delivery);
         }
         match target {
             OutboundTopic::Register { id, name } => {
@@ -958,7 +1012,7 @@ impl ClientSession {
                 let message = SnMessage::Register(register.clone());
                 if encoded_len(&message) > self.limits.max_message_size {
                     gw.count_drop(DropReason::Untranslatable);
-                    return settle(&pending.delivery);
+                    return settle(&self.core, &pending.delivery);
                 }
                 self.transmit.push_back(message);
                 self.out.inflight = Some(Inflight {
@@ -1012,6 +1066,7 @@ impl ClientSession {
             self.core.receiver().requeue_front(undelivered.into_iter());
             self.set_detached(true);
             self.phase = Phase::Offline { since: now };
+            self.save();
         } else {
             self.out = Outgoing::default();
             self.phase = Phase::Closed;
@@ -1031,12 +1086,14 @@ impl ClientSession {
     }
 }
 
-/// Settles a delivery that came from a named queue (none do today: MQTT-SN subscribes outboxes
-/// only, but a queue delivery must never be left unsettled).
-fn settle(delivery: &Delivery) {
+/// The client is done with `delivery`: one kept in the store is deleted there, and one from a
+/// named queue settled (none come from one today: MQTT-SN subscribes outboxes only, but a queue
+/// delivery must never be left unsettled).
+fn settle(core: &Session, delivery: &Delivery) {
     if let Some(ack) = &delivery.ack {
         ack.ack();
     }
+    core.settled(delivery);
 }
 
 #[cfg(test)]

@@ -226,6 +226,8 @@ pub struct SubscriptionRecord {
     pub retain_handling: u8,
     /// MQTT 5 subscription identifier.
     pub subscription_id: Option<u32>,
+    /// The front end's tag for it (MQTT-SN: the topic form its deliveries use; MQTT: 0).
+    pub tag: u64,
 }
 
 /// Wall-clock milliseconds `after` from now, for an expiry kept across restarts.
@@ -304,6 +306,7 @@ mod tests {
                 retain_as_published: true,
                 retain_handling: 2,
                 subscription_id: Some(7),
+                tag: 0,
             }],
         };
         assert_eq!(decode_record(&encode_record(&session)), Ok(session.clone()));

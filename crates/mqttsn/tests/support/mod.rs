@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tempfile::TempDir;
 use tolk_core::frontend::{FrontEnd, FrontEndContext};
+use tolk_core::store::Store;
 use tolk_core::{
     Delivery, Message, Metrics, Origin, Protocol, QoS, Router, RouterConfig, Session, SubscriptionOptions,
 };
@@ -51,7 +52,18 @@ pub async fn start_in(dir: TempDir, config: MqttSnConfig) -> Gateway {
 
 /// Starts a gateway whose router has the given limits.
 pub async fn start_with_router(dir: TempDir, config: MqttSnConfig, router_config: RouterConfig) -> Gateway {
-    let router = Router::new(router_config, Arc::new(Metrics::new()));
+    start_on(Router::new(router_config, Arc::new(Metrics::new())), dir, config).await
+}
+
+/// Starts a gateway in `dir` whose router keeps what it must in `store` (restoring what the
+/// store holds first, as the broker does at start).
+pub async fn start_with_store(dir: TempDir, config: MqttSnConfig, store: Arc<dyn Store>) -> Gateway {
+    let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
+    router.attach_store(store).expect("the store loads");
+    start_on(router, dir, config).await
+}
+
+async fn start_on(router: Router, dir: TempDir, config: MqttSnConfig) -> Gateway {
     let ctx = FrontEndContext::new(router.clone(), dir.path().to_path_buf());
     let front_end = MqttSnFrontEnd::new(config);
     let stats = front_end.stats();
