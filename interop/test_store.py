@@ -379,3 +379,39 @@ def test_amqp_durable_exchanges_and_their_bindings_survive_kill_9(store_broker):
     finally:
         if connection.is_open:
             connection.close()
+
+
+def test_the_will_of_a_persistent_mqtt_session_outlives_kill_9(store_broker):
+    """A persistent session with a will is connected when the broker is killed: its connection
+    ended without DISCONNECT, so after the restart its will is published (it was kept with the
+    session), and a subscriber receives it."""
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="kept-will", protocol=mqtt.MQTTv311,
+                         clean_session=False)
+    client.will_set("wills/kept", b"gone", qos=1, retain=True)
+    connected = queue.Queue()
+    client.on_connect = lambda c, u, flags, rc, p: connected.put(rc)
+    client.connect(store_broker.host, store_broker.port("mqtt"))
+    client.loop_start()
+    try:
+        connected.get(timeout=TIMEOUT)
+        store_broker.process.kill()
+        store_broker.process.wait(TIMEOUT)
+    finally:
+        client.loop_stop()
+    store_broker.start()
+
+    got = queue.Queue()
+    subscribed = queue.Queue()
+    watcher = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="will-watcher", protocol=mqtt.MQTTv311)
+    watcher.on_message = lambda c, u, m: got.put((m.topic, m.payload))
+    watcher.on_subscribe = lambda c, u, mid, rcs, p: subscribed.put(rcs)
+    watcher.connect(store_broker.host, store_broker.port("mqtt"))
+    watcher.loop_start()
+    try:
+        watcher.subscribe("wills/#", qos=1)
+        subscribed.get(timeout=TIMEOUT)
+        # Retained, so it arrives whether it was published before or after the SUBSCRIBE.
+        assert got.get(timeout=TIMEOUT) == ("wills/kept", b"gone")
+    finally:
+        watcher.loop_stop()
+        watcher.disconnect()

@@ -28,9 +28,9 @@ use tracing::{debug, info};
 use crate::config::MqttConfig;
 use crate::connect::{Refusal, plan};
 use crate::kept;
-use crate::registry::{Claim, ClaimError, Parked, Registry};
+use crate::registry::{Claim, ClaimError, Registry};
 use crate::session::{Close, Flow, MqttSession};
-use crate::state::SessionState;
+use crate::state::{Parked, SessionState};
 use crate::will::{Will, WillTiming};
 
 /// Retained messages for a new subscription are encoded this many at a time, a round whenever
@@ -473,7 +473,11 @@ async fn handshake(
     };
     state.owner = owner;
     // Written (or, with expiry 0, ended) before CONNACK: a crash after it finds the session.
-    kept::save(&state, None);
+    if let Some(commit) = kept::save(&state, None, plan.will.as_ref().map(|w| (w, None)))
+        && let Err(e) = commit.await
+    {
+        tracing::warn!(client_id = %plan.client_id, error = %e, "a persistent session could not be stored");
+    }
     let metrics = router.metrics().clone();
     let mut session = MqttSession::new(state, codec, &mut plan, io.config.clone(), metrics);
     session.connack(&plan, session_present);
@@ -518,7 +522,8 @@ fn finish(shared: &Shared, session: MqttSession, conn: u64, reason: CloseReason,
         shared.registry.release(&client_id, conn, None);
         return;
     }
-    kept::save(&state, Some(state.expiry));
+    let waiting = delayed.as_ref().map(|(will, at)| (will, Some(at.saturating_duration_since(now))));
+    drop(kept::save(&state, Some(state.expiry), waiting));
     let parked = Parked { expires_at: now + state.expiry, state, will: delayed };
     if let Some(leftover) = shared.registry.release(&client_id, conn, Some(parked)) {
         end_session(leftover.state, leftover.will.map(|(w, _)| w), now);

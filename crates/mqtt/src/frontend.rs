@@ -60,9 +60,12 @@ impl FrontEnd for MqttFrontEnd {
             }
             let listeners = self.listeners();
             let registry = Arc::new(Registry::new(self.config.max_sessions));
-            match kept::restore(&ctx.router, &registry, &*ctx.auth) {
-                Ok(0) => {}
-                Ok(sessions) => tracing::info!(sessions, "persistent MQTT sessions restored from the store"),
+            match kept::restore(&ctx.router, &*ctx.auth) {
+                Ok(parked) if parked.is_empty() => {}
+                Ok(parked) => {
+                    let sessions = parked.into_iter().filter_map(|p| registry.restore(p).then_some(())).count();
+                    tracing::info!(sessions, "persistent MQTT sessions restored from the store");
+                }
                 Err(e) => tracing::warn!(error = %e, "persistent MQTT sessions could not be restored"),
             }
             let shared =

@@ -5,42 +5,122 @@
 //! acknowledges it. At start, [`restore`] parks every kept session again, with what it had
 //! not acknowledged queued, as if its client had just disconnected.
 //!
-//! Not kept: the will (a restarted broker publishes no will for a session whose connection it
-//! lost in the crash), the packet ids of deliveries in flight (they are sent again under new
-//! ids), and QoS 2 publishes from the client awaiting PUBREL (their message was routed, and
-//! kept, at PUBLISH).
+//! The will is kept with the record while one waits. After a crash a session whose client was
+//! connected lost its connection without a DISCONNECT, so its will is published, after its
+//! delay, as for any connection that fails; a parked session's delayed will stays due when it
+//! was.
+//!
+//! Not kept: the packet ids of deliveries in flight (they are sent again under new ids), and
+//! QoS 2 publishes from the client awaiting PUBREL (their message was routed, and kept, at
+//! PUBLISH).
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use rmqtt_codec::types::QoS as WireQoS;
-use rmqtt_codec::v5::{RetainHandling, SubscriptionOptions as WireOptions};
+use rmqtt_codec::v5::{LastWill, RetainHandling, SubscriptionOptions as WireOptions};
+use serde::{Deserialize, Serialize};
 use tolk_core::auth::Authenticator;
 use tolk_core::store::record::{self, SessionRecord, SubscriptionRecord};
-use tolk_core::store::{Space, StoreError};
+use tolk_core::store::{Durable, Space, StoreError};
 use tolk_core::{Delivery, Protocol, Router, SubscriptionOptions};
 
-use crate::registry::{Parked, Registry};
-use crate::state::SessionState;
+use crate::state::{Parked, SessionState};
 use crate::subscriptions::{FilterKind, SubEntry, parse_filter};
 use crate::translate::qos_in;
+use crate::will::Will;
 
-/// Writes the session's record now (`parked_until`: the wall-clock deadline once it is
-/// offline), or ends what was kept of it if it is no longer persistent (expiry 0).
-pub fn save(state: &SessionState, parked_until: Option<Duration>) {
+/// A will as kept: the CONNECT's will fields, and when it is due once its connection ended.
+#[derive(Serialize, Deserialize)]
+struct KeptWill {
+    qos: u8,
+    retain: bool,
+    topic: String,
+    message: Vec<u8>,
+    delay_secs: Option<u32>,
+    correlation_data: Option<Vec<u8>>,
+    message_expiry_secs: Option<u32>,
+    content_type: Option<String>,
+    user_properties: Vec<(String, String)>,
+    utf8: Option<bool>,
+    response_topic: Option<String>,
+    /// Unix milliseconds; `None` while its client was connected.
+    due_at_ms: Option<u64>,
+}
+
+impl KeptWill {
+    fn new(will: &Will, due_in: Option<Duration>) -> Self {
+        let w = &will.last_will;
+        KeptWill {
+            qos: w.qos as u8,
+            retain: w.retain,
+            topic: w.topic.to_string(),
+            message: w.message.to_vec(),
+            delay_secs: w.will_delay_interval_sec,
+            correlation_data: w.correlation_data.as_ref().map(|b| b.to_vec()),
+            message_expiry_secs: w.message_expiry_interval.map(NonZeroU32::get),
+            content_type: w.content_type.as_ref().map(ToString::to_string),
+            user_properties: w.user_properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            utf8: w.is_utf8_payload,
+            response_topic: w.response_topic.as_ref().map(ToString::to_string),
+            due_at_ms: due_in.map(record::deadline_ms),
+        }
+    }
+
+    /// The will, and when it is due now that the broker has restarted.
+    fn restore(self, expiry_left: Duration) -> (Will, Instant) {
+        let last_will = LastWill {
+            qos: wire_qos(self.qos),
+            retain: self.retain,
+            topic: self.topic.into(),
+            message: Bytes::from(self.message),
+            will_delay_interval_sec: self.delay_secs,
+            correlation_data: self.correlation_data.map(Bytes::from),
+            message_expiry_interval: self.message_expiry_secs.and_then(NonZeroU32::new),
+            content_type: self.content_type.map(Into::into),
+            user_properties: self.user_properties.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            is_utf8_payload: self.utf8,
+            response_topic: self.response_topic.map(Into::into),
+        };
+        let will = Will { delay: Duration::from_secs(u64::from(self.delay_secs.unwrap_or(0))), last_will };
+        let due_in = self.due_at_ms.map_or(will.delay, record::until_ms).min(expiry_left);
+        (will, Instant::now() + due_in)
+    }
+}
+
+fn wire_qos(level: u8) -> WireQoS {
+    match level {
+        0 => WireQoS::AtMostOnce,
+        1 => WireQoS::AtLeastOnce,
+        _ => WireQoS::ExactlyOnce,
+    }
+}
+
+/// Writes the session's record now (`parked_until`: how long it lives on once offline), with
+/// the will still waiting, if any, and how long until it is due once its connection ended; or
+/// ends what was kept of it if it is no longer persistent (expiry 0). Returns the commit, for a
+/// CONNACK that must not go out before the session is on disk.
+pub fn save(
+    state: &SessionState,
+    parked_until: Option<Duration>,
+    will: Option<(&Will, Option<Duration>)>,
+) -> Option<Durable> {
     if state.expiry.is_zero() {
         state.forget_kept();
-        return;
+        return None;
     }
     let name = record::session_key(Protocol::Mqtt, &state.client_id);
-    let Some(keeper) = state.core.keep_in_store(name, 1) else { return };
-    keeper.save(&SessionRecord {
+    let keeper = state.core.keep_in_store(name, 1)?;
+    Some(keeper.save(&SessionRecord {
         expiry_ms: u64::try_from(state.expiry.as_millis()).unwrap_or(u64::MAX),
         expires_at_ms: parked_until.map(record::deadline_ms),
         owner: state.owner.as_deref().map(str::to_owned),
         subscriptions: state.subs.iter().map(|(filter, entry)| subscription_record(filter, entry)).collect(),
-    });
+        will: will.map(|(will, due_in)| record::encode_record(&KeptWill::new(will, due_in))),
+    }))
 }
 
 fn subscription_record(filter: &str, entry: &SubEntry) -> SubscriptionRecord {
@@ -57,11 +137,7 @@ fn subscription_record(filter: &str, entry: &SubEntry) -> SubscriptionRecord {
 
 fn wire_options(kept: &SubscriptionRecord) -> WireOptions {
     WireOptions {
-        qos: match kept.max_qos {
-            0 => WireQoS::AtMostOnce,
-            1 => WireQoS::AtLeastOnce,
-            _ => WireQoS::ExactlyOnce,
-        },
+        qos: wire_qos(kept.max_qos),
         no_local: kept.no_local,
         retain_as_published: kept.retain_as_published,
         retain_handling: match kept.retain_handling {
@@ -75,11 +151,11 @@ fn wire_options(kept: &SubscriptionRecord) -> WireOptions {
 /// A kept delivery: its arrival number and its record.
 type KeptDelivery = (u64, Vec<u8>);
 
-/// Parks every MQTT session the store kept, with its subscriptions (shared-group memberships
-/// are rejoined when the client comes back, as for any offline session) and its unacknowledged
-/// deliveries. Returns how many sessions came back. Call it before the listener accepts.
-pub fn restore(router: &Router, registry: &Registry, auth: &dyn Authenticator) -> Result<usize, StoreError> {
-    let Some(store) = router.store() else { return Ok(0) };
+/// Every MQTT session the store kept, parked: with its subscriptions (shared-group memberships
+/// are rejoined when the client comes back, as for any offline session), its unacknowledged
+/// deliveries and its will. Call it before the listener accepts.
+pub fn restore(router: &Router, auth: &dyn Authenticator) -> Result<Vec<Parked>, StoreError> {
+    let Some(store) = router.store() else { return Ok(Vec::new()) };
     let prefix = record::session_key(Protocol::Mqtt, "");
     let mut deliveries: HashMap<String, Vec<KeptDelivery>> = HashMap::new();
     for (key, value) in store.load(Space::SessionMessages)? {
@@ -88,7 +164,7 @@ pub fn restore(router: &Router, registry: &Registry, auth: &dyn Authenticator) -
             deliveries.entry(name.to_owned()).or_default().push((seq, value));
         }
     }
-    let mut restored = 0;
+    let mut restored = Vec::new();
     for (key, value) in store.load(Space::Sessions)? {
         let Ok(name) = String::from_utf8(key) else { continue };
         let Some(client_id) = name.strip_prefix(&prefix) else { continue };
@@ -106,11 +182,16 @@ pub fn restore(router: &Router, registry: &Registry, auth: &dyn Authenticator) -
             state.forget_kept();
             continue;
         }
-        save(&state, Some(expiry_left));
-        let parked = Parked { expires_at: Instant::now() + expiry_left, state, will: None };
-        if registry.restore(parked) {
-            restored += 1;
-        }
+        let will = kept.will.as_deref().and_then(|bytes| match record::decode_record::<KeptWill>(bytes) {
+            Ok(will) => Some(will.restore(expiry_left)),
+            Err(e) => {
+                tracing::warn!(client_id, error = %e, "a stored will was not restored");
+                None
+            }
+        });
+        let due_in = will.as_ref().map(|(w, at)| (w, Some(at.saturating_duration_since(Instant::now()))));
+        drop(save(&state, Some(expiry_left), due_in));
+        restored.push(Parked { expires_at: Instant::now() + expiry_left, state, will });
     }
     // Deliveries of sessions that ended just before a crash.
     for (name, _) in deliveries {

@@ -15,21 +15,11 @@ use thiserror::Error;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::state::SessionState;
-use crate::will::Will;
+use crate::kept;
+use crate::state::Parked;
 
 /// How long a new connection waits for the connection it takes over to hand back the session.
 const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
-
-/// A session parked while its client is away.
-pub struct Parked {
-    /// The session.
-    pub state: Box<SessionState>,
-    /// When it expires.
-    pub expires_at: Instant,
-    /// A delayed will and when it is due.
-    pub will: Option<(Will, Instant)>,
-}
 
 enum Entry {
     Online { conn: u64, kick: Option<oneshot::Sender<()>>, owner: Option<Arc<str>> },
@@ -212,6 +202,7 @@ impl Registry {
                     // Publishing takes router locks only; nothing holds those while waiting
                     // for this one, so doing it here cannot deadlock.
                     will.publish(&parked.state.core, &parked.state.client_id, now);
+                    drop(kept::save(&parked.state, Some(parked.expires_at.saturating_duration_since(now)), None));
                 }
                 let due = parked.will.as_ref().map_or(parked.expires_at, |(_, at)| (*at).min(parked.expires_at));
                 next = Some(next.map_or(due, |n| n.min(due)));

@@ -478,7 +478,7 @@ impl MqttSession {
         for (filter, options) in &subscribe.topic_filters {
             status.push(self.subscribe_one(filter, *options, id, now)?);
         }
-        kept::save(&self.state, None);
+        drop(kept::save(&self.state, None, self.will.as_deref().map(|w| (w, None))));
         self.send(Packet::SubscribeAck(v5::SubscribeAck {
             packet_id: subscribe.packet_id,
             properties: Vec::new(),
@@ -587,7 +587,7 @@ impl MqttSession {
             };
             status.push(reason);
         }
-        kept::save(&self.state, None);
+        drop(kept::save(&self.state, None, self.will.as_deref().map(|w| (w, None))));
         self.send(Packet::UnsubscribeAck(v5::UnsubscribeAck {
             packet_id: unsubscribe.packet_id,
             properties: Vec::new(),

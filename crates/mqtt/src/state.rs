@@ -4,13 +4,24 @@
 //! expiry interval.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tolk_core::{Delivery, QoS, SharedError};
 
 use crate::inflight::{IncomingQos2, Outgoing};
 use crate::subscriptions::{FilterKind, Subscriptions, parse_filter};
 use crate::translate::qos_in;
+use crate::will::Will;
+
+/// A session parked while its client is away.
+pub struct Parked {
+    /// The session.
+    pub state: Box<SessionState>,
+    /// When it expires.
+    pub expires_at: Instant,
+    /// A delayed will and when it is due.
+    pub will: Option<(Will, Instant)>,
+}
 
 /// Session state, owned by the connection while one is attached and by the registry while the
 /// client is away.

@@ -42,23 +42,26 @@ pub(crate) fn save(
     offline_for: Option<Duration>,
 ) {
     let Some(keeper) = core.keep_in_store(name(client_id), 1) else { return };
-    keeper.save(&SessionRecord {
-        expiry_ms: u64::try_from(expiry.as_millis()).unwrap_or(u64::MAX),
-        expires_at_ms: offline_for.map(record::deadline_ms),
-        owner: None,
-        subscriptions: subscriptions
-            .iter()
-            .map(|((filter, tag), qos)| SubscriptionRecord {
-                filter: filter.clone(),
-                max_qos: *qos as u8,
-                no_local: false,
-                retain_as_published: false,
-                retain_handling: 0,
-                subscription_id: None,
-                tag: *tag,
-            })
-            .collect(),
-    });
+    drop(
+        keeper.save(&SessionRecord {
+            expiry_ms: u64::try_from(expiry.as_millis()).unwrap_or(u64::MAX),
+            expires_at_ms: offline_for.map(record::deadline_ms),
+            owner: None,
+            subscriptions: subscriptions
+                .iter()
+                .map(|((filter, tag), qos)| SubscriptionRecord {
+                    filter: filter.clone(),
+                    max_qos: *qos as u8,
+                    no_local: false,
+                    retain_as_published: false,
+                    retain_handling: 0,
+                    subscription_id: None,
+                    tag: *tag,
+                })
+                .collect(),
+            will: None,
+        }),
+    );
 }
 
 /// Every MQTT-SN session the store kept (expired ones are deleted, not returned).

@@ -209,6 +209,8 @@ pub struct SessionRecord {
     pub owner: Option<String>,
     /// Its subscriptions as the client asked for them.
     pub subscriptions: Vec<SubscriptionRecord>,
+    /// Its will, in the front end's own form ([`encode_record`]), while one waits.
+    pub will: Option<Vec<u8>>,
 }
 
 /// One subscription of a kept session.
@@ -308,6 +310,7 @@ mod tests {
                 subscription_id: Some(7),
                 tag: 0,
             }],
+            will: Some(vec![1, 2]),
         };
         assert_eq!(decode_record(&encode_record(&session)), Ok(session.clone()));
         let left = until_ms(session.expires_at_ms.unwrap());

@@ -50,17 +50,18 @@ impl SessionKeeper {
         }
     }
 
-    /// Writes the session's record (at connect, when its subscriptions or expiry change).
-    pub fn save(&self, session: &SessionRecord) {
+    /// Writes the session's record (at connect, when its subscriptions or expiry change); the
+    /// commit says when it is on disk (a CONNACK waits for it).
+    pub fn save(&self, session: &SessionRecord) -> Durable {
         if self.ended.load(Ordering::Relaxed) {
-            return;
+            return Durable::ready(Ok(()));
         }
         let change = Change::Put {
             space: Space::Sessions,
             key: self.name.as_bytes().to_vec(),
             value: record::encode_record(session),
         };
-        drop(self.store.commit(vec![change]));
+        self.store.commit(vec![change])
     }
 
     /// Deletes the session and everything kept for it (it ended), and keeps nothing more.
