@@ -25,7 +25,6 @@ WINDOW=${WINDOW:-64}
 build_release
 ensure_rabbitmq
 
-written() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
 
 amqp_row() { # amqp_row LABEL URL
     local before row after

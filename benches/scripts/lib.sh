@@ -21,6 +21,9 @@ trap cleanup EXIT
 
 log() { printf '== %s\n' "$*" >&2; }
 
+# Bytes process $1 has caused to be written to storage so far (/proc/PID/io write_bytes).
+written() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
+
 # Sets TOLK and BENCH, building in release what is not given.
 build_release() {
     if [[ -n ${TOLK_BIN:-} ]]; then

@@ -27,7 +27,6 @@ for ((i = 0; i < MESSAGES; i++)); do printf '%099d\n' "$i"; done >"$LINES"
 RETAINED_ROWS=
 SESSION_ROWS=
 
-written() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
 
 row() { # row NAME START END BEFORE AFTER LOST
     awk -v n="$1" -v m="$MESSAGES" -v s="$2" -v e="$3" -v b="$4" -v a="$5" -v l="$6" \

@@ -514,12 +514,14 @@ impl Router {
             durable: true,
             ..QueueOptions::default()
         };
-        let queue = match self.declare_queue(name, options) {
+        // Its record is left as it is: rewriting it binding by binding would leave it without
+        // some of them until the last rewrite.
+        let queue = match self.insert_queue(name, options) {
             Ok((queue, _)) => queue,
             Err(e) => return tracing::warn!(queue = name, error = %e, "a stored queue was not restored"),
         };
         for (filter, tag) in kept.bindings {
-            if let Err(e) = self.bind_checked(&queue, &filter, tag, None) {
+            if let Err(e) = self.subscribe(&filter, Self::queue_subscription(&queue, tag, None)) {
                 tracing::warn!(queue = name, filter, error = %e, "a stored binding was not restored");
             }
         }
@@ -575,7 +577,16 @@ impl Router {
 
     /// Declares a queue, or returns the existing one (`false` = not newly created) when the
     /// options agree. `options.max_length` of 0 means the configured default.
-    pub fn declare_queue(&self, name: &str, mut options: QueueOptions) -> Result<(Arc<Queue>, bool), QueueError> {
+    pub fn declare_queue(&self, name: &str, options: QueueOptions) -> Result<(Arc<Queue>, bool), QueueError> {
+        let (queue, created) = self.insert_queue(name, options)?;
+        if created {
+            self.keep_queue(&queue);
+        }
+        Ok((queue, created))
+    }
+
+    /// [`Router::declare_queue`] without writing a durable queue's record.
+    fn insert_queue(&self, name: &str, mut options: QueueOptions) -> Result<(Arc<Queue>, bool), QueueError> {
         if options.max_length == 0 {
             options.max_length = self.0.config.queue_max_length;
         }
@@ -600,8 +611,6 @@ impl Router {
         let queue =
             Arc::new(Queue::new(name, id, options, self.0.config.consumer_credit, self.0.budget.clone(), store));
         queues.insert(name.to_owned(), queue.clone());
-        drop(queues);
-        self.keep_queue(&queue);
         Ok((queue, true))
     }
 
@@ -656,18 +665,22 @@ impl Router {
         tag: u64,
         read_check: Option<ReadCheck>,
     ) -> Result<bool, TopicError> {
-        let subscription = Subscription {
+        let replaced = self.subscribe(filter, Self::queue_subscription(queue, tag, read_check))?;
+        if !replaced {
+            self.keep_queue(queue);
+        }
+        Ok(replaced)
+    }
+
+    /// The router subscription that binds `queue`.
+    fn queue_subscription(queue: &Arc<Queue>, tag: u64, read_check: Option<ReadCheck>) -> Subscription {
+        Subscription {
             owner: queue.id(),
             tag,
             options: SubscriptionOptions::default(),
             target: Target::Queue(queue.clone()),
             read_check,
-        };
-        let replaced = self.subscribe(filter, subscription)?;
-        if !replaced {
-            self.keep_queue(queue);
         }
-        Ok(replaced)
     }
 
     /// Removes a binding made with [`Router::bind_queue`].

@@ -19,7 +19,7 @@ mod session;
 
 #[cfg(feature = "testing")]
 pub use gate::Gate;
-pub use session::SessionKeeper;
+pub use session::{KeptSession, SessionKeeper, load_sessions};
 
 /// A set of records with one meaning; each space is one keyspace (or table) of the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

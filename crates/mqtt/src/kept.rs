@@ -14,7 +14,6 @@
 //! QoS 2 publishes from the client awaiting PUBREL (their message was routed, and kept, at
 //! PUBLISH).
 
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,8 +24,8 @@ use rmqtt_codec::v5::{LastWill, RetainHandling, SubscriptionOptions as WireOptio
 use serde::{Deserialize, Serialize};
 use tolk_core::auth::Authenticator;
 use tolk_core::store::record::{self, SessionRecord, SubscriptionRecord};
-use tolk_core::store::{Durable, Space, StoreError};
-use tolk_core::{Delivery, Protocol, Router, SubscriptionOptions};
+use tolk_core::store::{Durable, KeptSession, StoreError, load_sessions};
+use tolk_core::{Protocol, Router, SubscriptionOptions};
 
 use crate::state::{Parked, SessionState};
 use crate::subscriptions::{FilterKind, SubEntry, parse_filter};
@@ -148,79 +147,42 @@ fn wire_options(kept: &SubscriptionRecord) -> WireOptions {
     }
 }
 
-/// A kept delivery: its arrival number and its record.
-type KeptDelivery = (u64, Vec<u8>);
-
 /// Every MQTT session the store kept, parked: with its subscriptions (shared-group memberships
 /// are rejoined when the client comes back, as for any offline session), its unacknowledged
 /// deliveries and its will. Call it before the listener accepts.
 pub fn restore(router: &Router, auth: &dyn Authenticator) -> Result<Vec<Parked>, StoreError> {
     let Some(store) = router.store() else { return Ok(Vec::new()) };
-    let prefix = record::session_key(Protocol::Mqtt, "");
-    let mut deliveries: HashMap<String, Vec<KeptDelivery>> = HashMap::new();
-    for (key, value) in store.load(Space::SessionMessages)? {
-        let Some((name, seq)) = record::split_seq_key(&key) else { continue };
-        if name.starts_with(&prefix) {
-            deliveries.entry(name.to_owned()).or_default().push((seq, value));
-        }
-    }
     let mut restored = Vec::new();
-    for (key, value) in store.load(Space::Sessions)? {
-        let Ok(name) = String::from_utf8(key) else { continue };
-        let Some(client_id) = name.strip_prefix(&prefix) else { continue };
-        let kept = match record::decode_record::<SessionRecord>(&value) {
-            Ok(kept) => kept,
-            Err(e) => {
-                tracing::warn!(client_id, error = %e, "a stored MQTT session was not restored");
-                continue;
-            }
-        };
-        let messages = deliveries.remove(&name).unwrap_or_default();
-        let state = rebuild(router, auth, client_id, &name, &kept, messages);
-        let expiry_left = kept.expires_at_ms.map_or(state.expiry, record::until_ms);
-        if expiry_left.is_zero() {
-            state.forget_kept();
-            continue;
-        }
-        let will = kept.will.as_deref().and_then(|bytes| match record::decode_record::<KeptWill>(bytes) {
+    for kept in load_sessions(&**store, Protocol::Mqtt)? {
+        let expiry_left = kept.expires_in;
+        let will = kept.record.will.as_deref().and_then(|bytes| match record::decode_record::<KeptWill>(bytes) {
             Ok(will) => Some(will.restore(expiry_left)),
             Err(e) => {
-                tracing::warn!(client_id, error = %e, "a stored will was not restored");
+                tracing::warn!(client_id = kept.client_id, error = %e, "a stored will was not restored");
                 None
             }
         });
+        let state = rebuild(router, auth, kept);
         let due_in = will.as_ref().map(|(w, at)| (w, Some(at.saturating_duration_since(Instant::now()))));
         drop(save(&state, Some(expiry_left), due_in));
         restored.push(Parked { expires_at: Instant::now() + expiry_left, state, will });
-    }
-    // Deliveries of sessions that ended just before a crash.
-    for (name, _) in deliveries {
-        let prefix = record::seq_prefix(&name);
-        drop(store.commit(vec![tolk_core::store::Change::DeletePrefix { space: Space::SessionMessages, prefix }]));
     }
     Ok(restored)
 }
 
 /// A kept session as an offline [`SessionState`]: its core session subscribed again with the
 /// owner's rights, its deliveries queued in arrival order.
-fn rebuild(
-    router: &Router,
-    auth: &dyn Authenticator,
-    client_id: &str,
-    name: &str,
-    kept: &SessionRecord,
-    mut messages: Vec<KeptDelivery>,
-) -> Box<SessionState> {
+fn rebuild(router: &Router, auth: &dyn Authenticator, kept: KeptSession) -> Box<SessionState> {
+    let client_id = kept.client_id.as_str();
+    let record = &kept.record;
     let mut core = router.open_session(Protocol::Mqtt);
-    core.restrict(auth.access(kept.owner.as_deref(), Some(client_id)));
+    core.restrict(auth.access(record.owner.as_deref(), Some(client_id)));
     core.track_durable();
-    messages.sort_unstable_by_key(|(seq, _)| *seq);
-    let next_seq = messages.last().map_or(1, |(seq, _)| seq + 1);
-    let keeper = core.keep_in_store(name.to_owned(), next_seq);
-    let expiry = Duration::from_millis(kept.expiry_ms);
+    core.keep_in_store(kept.name(Protocol::Mqtt), kept.next_seq);
+    let expiry = Duration::from_millis(record.expiry_ms);
     let mut state = Box::new(SessionState::new(core, Arc::from(client_id), expiry));
-    state.owner = kept.owner.as_deref().map(Arc::from);
-    for sub in &kept.subscriptions {
+    state.owner = record.owner.as_deref().map(Arc::from);
+    for sub in &record.subscriptions {
         let options = wire_options(sub);
         let shared_tag = match parse_filter(&sub.filter) {
             Ok(FilterKind::Plain(filter)) => {
@@ -241,19 +203,7 @@ fn rebuild(
         };
         state.subs.insert(&sub.filter, SubEntry { options, id: sub.subscription_id, shared_tag });
     }
-    let mut queued: Vec<Delivery> = Vec::with_capacity(messages.len());
-    for (seq, value) in messages {
-        match record::decode_delivery(&value, seq) {
-            Ok(Some(delivery)) => queued.push(delivery),
-            Ok(None) => {
-                if let Some(keeper) = &keeper {
-                    keeper.forget(seq);
-                }
-            }
-            Err(e) => tracing::warn!(client_id, seq, error = %e, "a stored delivery was not restored"),
-        }
-    }
     state.core.receiver().set_attached(false);
-    state.core.receiver().requeue_front(queued.into_iter());
+    state.core.receiver().requeue_front(kept.deliveries.into_iter());
     state
 }

@@ -31,13 +31,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tolk_core::access::Rights;
 use tolk_core::auth::Credentials;
+use tolk_core::store::load_sessions;
 use tolk_core::{CloseReason, Denial, Protocol, Session};
 use tracing::{debug, info, warn};
 
 use crate::addresses::Addresses;
 use crate::config::AdvertiseConfig;
 use crate::gateway::Gateway;
-use crate::kept;
 use crate::outbox_task::{ClientKey, OutboxTask, Wake};
 use crate::persist::Persister;
 use crate::predefined::PredefinedCatalog;
@@ -438,7 +438,8 @@ impl Endpoint {
 
     /// Parks the persistent sessions the store kept, offline, before any datagram is read.
     fn restore(&mut self, now: Instant) {
-        let kept = match kept::load(&self.gw.router) {
+        let Some(store) = self.gw.router.store() else { return };
+        let kept = match load_sessions(&**store, Protocol::MqttSn) {
             Ok(kept) => kept,
             Err(e) => return warn!(error = %e, "MQTT-SN sessions could not be restored"),
         };
@@ -449,12 +450,7 @@ impl Endpoint {
             let predefined = self.catalog.for_client(&session.client_id);
             let session = ClientSession::restored(session, Arc::new(core), predefined, self.gw.limits, now);
             let key = self.insert(session);
-            if let Some(entry) = self.clients.get_mut(&key)
-                && let Some(at) = entry.session.poll_timeout()
-            {
-                entry.scheduled = Some(at);
-                self.timers.push(Reverse((at, key)));
-            }
+            self.schedule(key);
         }
         if restored > 0 {
             info!(sessions = restored, "persistent MQTT-SN sessions restored from the store");
@@ -591,6 +587,11 @@ impl Endpoint {
                 }
             }
         }
+        self.schedule(key);
+    }
+
+    /// Queues the session's next deadline in the timer heap, if it changed.
+    fn schedule(&mut self, key: ClientKey) {
         let Some(entry) = self.clients.get_mut(&key) else { return };
         let next = entry.session.poll_timeout();
         if next != entry.scheduled {

@@ -24,7 +24,7 @@ use mqttsn_codec::{
 };
 use tolk_core::access::SubscribeError;
 use tolk_core::drive::Egress;
-use tolk_core::store::{Durable, StoreError, record};
+use tolk_core::store::{Durable, KeptSession, StoreError};
 use tolk_core::{
     CloseReason, Delivery, DropReason, Metrics, Protocol, PublishOutcome, QoS as CoreQoS, Session, SubscriptionOptions,
     topic,
@@ -32,7 +32,7 @@ use tolk_core::{
 use tracing::{debug, info};
 
 use crate::gateway::{Gateway, Limits, MAX_INBOUND_QOS2};
-use crate::kept::{self, KeptSession};
+use crate::kept;
 use crate::outgoing::{Inflight, Outgoing, Pending, Step};
 use crate::predefined::PredefinedTopics;
 use crate::registry::RegistryFull;
@@ -219,8 +219,10 @@ impl ClientSession {
         // Offline since so long that `expires_in` is what is left.
         let lived = limits.session_expiry.saturating_sub(kept.expires_in);
         session.phase = Phase::Offline { since: now.checked_sub(lived).unwrap_or(now) };
-        session.core.keep_in_store(record::session_key(Protocol::MqttSn, &kept.client_id), kept.next_seq);
-        for (filter, tag, max_qos) in kept.subscriptions {
+        session.core.keep_in_store(kept.name(Protocol::MqttSn), kept.next_seq);
+        for sub in kept.record.subscriptions {
+            let (filter, tag) = (sub.filter, sub.tag);
+            let Some(max_qos) = CoreQoS::from_level(sub.max_qos) else { continue };
             let options = SubscriptionOptions { max_qos, ..SubscriptionOptions::default() };
             match session.core.subscribe(&filter, tag, options) {
                 Ok(_) => {

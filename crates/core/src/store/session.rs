@@ -4,11 +4,15 @@
 //! message; the front end forgets it on the client's acknowledgement and rewrites the record
 //! when the subscriptions change.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tolk_metrics::Protocol;
 
 use super::record::{self, SessionRecord};
-use super::{Change, Durable, Space, Store};
+use super::{Change, Durable, Space, Store, StoreError};
 use crate::delivery::Delivery;
 
 /// Keeps one persistent session in the store. Shared by the session's outbox (the router
@@ -66,12 +70,94 @@ impl SessionKeeper {
 
     /// Deletes the session and everything kept for it (it ended), and keeps nothing more.
     pub fn end(&self) {
-        if self.ended.swap(true, Ordering::Relaxed) {
-            return;
+        if !self.ended.swap(true, Ordering::Relaxed) {
+            forget_session(&*self.store, &self.name);
         }
-        drop(self.store.commit(vec![
-            Change::Delete { space: Space::Sessions, key: self.name.as_bytes().to_vec() },
-            Change::DeletePrefix { space: Space::SessionMessages, prefix: record::seq_prefix(&self.name) },
-        ]));
     }
+}
+
+/// Deletes a session's record and its deliveries.
+fn forget_session(store: &dyn Store, name: &str) {
+    drop(store.commit(vec![
+        Change::Delete { space: Space::Sessions, key: name.as_bytes().to_vec() },
+        Change::DeletePrefix { space: Space::SessionMessages, prefix: record::seq_prefix(name) },
+    ]));
+}
+
+/// A persistent session as the store kept it, read back at start.
+pub struct KeptSession {
+    /// Its client id.
+    pub client_id: String,
+    /// Its record: subscriptions, expiry, owner, will.
+    pub record: SessionRecord,
+    /// How much of its offline life is left (it counts from now for one that was connected).
+    pub expires_in: Duration,
+    /// What it had not acknowledged, in arrival order (expired ones dropped), marked
+    /// redelivered.
+    pub deliveries: Vec<Delivery>,
+    /// The arrival number its next delivery gets ([`crate::Session::keep_in_store`]).
+    pub next_seq: u64,
+}
+
+impl KeptSession {
+    /// The name it is kept under ([`record::session_key`]).
+    pub fn name(&self, protocol: Protocol) -> String {
+        record::session_key(protocol, &self.client_id)
+    }
+}
+
+/// Every session of `protocol` the store kept (at start, before its front end serves anyone).
+/// Expired sessions, and deliveries left behind by sessions that ended just before a crash,
+/// are deleted rather than returned; records that cannot be read are skipped with a log line.
+pub fn load_sessions(store: &dyn Store, protocol: Protocol) -> Result<Vec<KeptSession>, StoreError> {
+    let prefix = record::session_key(protocol, "");
+    let mut deliveries: HashMap<String, Vec<(u64, Vec<u8>)>> = HashMap::new();
+    for (key, value) in store.load(Space::SessionMessages)? {
+        if let Some((owner, seq)) = record::split_seq_key(&key).filter(|(owner, _)| owner.starts_with(&prefix)) {
+            deliveries.entry(owner.to_owned()).or_default().push((seq, value));
+        }
+    }
+    let mut sessions = Vec::new();
+    for (key, value) in store.load(Space::Sessions)? {
+        let Ok(name) = String::from_utf8(key) else { continue };
+        let Some(client_id) = name.strip_prefix(&prefix) else { continue };
+        let mut messages = deliveries.remove(&name).unwrap_or_default();
+        let record = match record::decode_record::<SessionRecord>(&value) {
+            Ok(record) => record,
+            Err(e) => {
+                tracing::warn!(%protocol, client_id, error = %e, "a stored session was not restored");
+                continue;
+            }
+        };
+        let expires_in = record.expires_at_ms.map_or(Duration::from_millis(record.expiry_ms), record::until_ms);
+        if expires_in.is_zero() {
+            forget_session(store, &name);
+            continue;
+        }
+        messages.sort_unstable_by_key(|(seq, _)| *seq);
+        let next_seq = messages.last().map_or(1, |(seq, _)| seq + 1);
+        let mut expired = Vec::new();
+        let deliveries = messages
+            .into_iter()
+            .filter_map(|(seq, value)| match record::decode_delivery(&value, seq) {
+                Ok(Some(delivery)) => Some(delivery),
+                Ok(None) => {
+                    expired.push(Change::Delete { space: Space::SessionMessages, key: record::seq_key(&name, seq) });
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(%protocol, client_id, seq, error = %e, "a stored delivery was not restored");
+                    None
+                }
+            })
+            .collect();
+        if !expired.is_empty() {
+            drop(store.commit(expired));
+        }
+        sessions.push(KeptSession { client_id: client_id.to_owned(), record, expires_in, deliveries, next_seq });
+    }
+    for owner in deliveries.into_keys() {
+        forget_session(store, &owner);
+    }
+    Ok(sessions)
 }
