@@ -108,19 +108,20 @@ fn without_borrowed_declarations(ours: &[u8], theirs: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The attributes of the root start tag: each name, and the span from the whitespace before
-/// it to the end of its quoted value.
+/// The attributes of the root start tag: each name, and the span from the one whitespace
+/// character before it (what the writer puts before a declaration it adds) to the end of its
+/// quoted value.
 fn root_attributes(xml: &[u8]) -> Vec<(&[u8], std::ops::Range<usize>)> {
     let mut attributes = Vec::new();
     let Some(mut i) = xml.iter().position(|c| c.is_ascii_whitespace() || *c == b'>' || *c == b'/') else {
         return attributes;
     };
     loop {
-        let start = i;
         while xml.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
             i += 1;
         }
         let name_start = i;
+        let start = name_start.saturating_sub(1);
         while xml.get(i).is_some_and(|&c| c != b'=' && c != b'>' && c != b'/' && !c.is_ascii_whitespace()) {
             i += 1;
         }

@@ -1,7 +1,9 @@
 //! Packet identifiers and the QoS 1/2 flows that are in flight, both directions (MQTT 3.1.1
 //! §4.3, MQTT 5 §4.3 and §4.9 flow control). Part of the session state: it survives a reconnect
 //! of a persistent session, so unacknowledged messages are sent again with DUP set
-//! (MQTT-4.4.0-1) and a half-finished QoS 2 exchange resumes with PUBREL.
+//! (MQTT-4.4.0-1) and a half-finished QoS 2 exchange resumes with PUBREL. A delivery kept in
+//! the store takes its packet id from its place there ([`id_for_stored`]), so the same holds
+//! after a restart.
 
 use std::collections::{HashSet, VecDeque};
 use std::num::NonZeroU16;
@@ -9,14 +11,15 @@ use std::num::NonZeroU16;
 use tolk_core::Delivery;
 
 /// Where an outgoing QoS 1/2 delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Awaiting {
+#[derive(Debug)]
+pub enum Stage {
     /// QoS 1 PUBLISH sent, PUBACK awaited.
-    Puback,
+    Puback(Delivery),
     /// QoS 2 PUBLISH sent, PUBREC awaited.
-    Pubrec,
-    /// PUBREL sent, PUBCOMP awaited; the message itself is no longer resent.
-    Pubcomp,
+    Pubrec(Delivery),
+    /// PUBREL sent, PUBCOMP awaited: the client has the message, which is no longer resent;
+    /// only its place in the store ([`Delivery::stored`]) is left to forget.
+    Pubcomp { stored: u64 },
 }
 
 /// One delivery the client has not finished acknowledging.
@@ -24,10 +27,17 @@ pub enum Awaiting {
 pub struct OutEntry {
     /// Its packet identifier.
     pub packet_id: NonZeroU16,
-    /// What was sent (kept for DUP resend and to settle a queue delivery on the final ack).
-    pub delivery: Delivery,
-    /// Progress of the flow.
-    pub stage: Awaiting,
+    /// Progress of the flow, with what is needed to resend or settle it.
+    pub stage: Stage,
+}
+
+/// The packet identifier a kept delivery is sent under: its arrival number in the session's
+/// store, wrapped into 1..=65535. Derived rather than remembered, so that after a restart the
+/// delivery goes out again under the id the client may already hold (MQTT-4.4.0-1) without a
+/// write per send.
+pub fn id_for_stored(seq: u64) -> NonZeroU16 {
+    let id = (seq.wrapping_sub(1) % u64::from(u16::MAX)) + 1;
+    NonZeroU16::new(id as u16).unwrap_or(NonZeroU16::MIN)
 }
 
 /// Outgoing deliveries awaiting acknowledgement, in the order they were first sent.
@@ -43,56 +53,74 @@ impl Outgoing {
         self.entries.len()
     }
 
-    /// A packet identifier not in use by another outgoing flow (MQTT-2.3.1-2), or `None` when
+    fn in_use(&self, id: NonZeroU16) -> bool {
+        self.entries.iter().any(|e| e.packet_id == id)
+    }
+
+    /// The packet identifier for `delivery`: [`id_for_stored`] for a kept one unless another
+    /// flow holds it, else one not in use by another outgoing flow (MQTT-2.3.1-2). `None` when
     /// all 65535 are taken.
-    pub fn allocate_id(&mut self) -> Option<NonZeroU16> {
+    pub fn allocate_id(&mut self, delivery: &Delivery) -> Option<NonZeroU16> {
+        if delivery.stored != 0 {
+            let id = id_for_stored(delivery.stored);
+            if !self.in_use(id) {
+                return Some(id);
+            }
+        }
         for _ in 0..u16::MAX {
             self.last_id = self.last_id.checked_add(1).unwrap_or(1);
             let id = NonZeroU16::new(self.last_id)?;
-            if !self.entries.iter().any(|e| e.packet_id == id) {
+            if !self.in_use(id) {
                 return Some(id);
             }
         }
         None
     }
 
-    /// Records a PUBLISH just sent.
-    pub fn push(&mut self, packet_id: NonZeroU16, delivery: Delivery, stage: Awaiting) {
-        self.entries.push_back(OutEntry { packet_id, delivery, stage });
-    }
-
-    fn position(&self, id: NonZeroU16, stage: Awaiting) -> Option<usize> {
-        self.entries.iter().position(|e| e.packet_id == id && e.stage == stage)
+    /// Records a PUBLISH just sent, or a kept QoS 2 flow restored at its PUBREL.
+    pub fn push(&mut self, packet_id: NonZeroU16, stage: Stage) {
+        self.entries.push_back(OutEntry { packet_id, stage });
     }
 
     /// PUBACK: the QoS 1 flow is complete. Returns the delivery to settle.
     pub fn puback(&mut self, id: NonZeroU16) -> Option<Delivery> {
-        let i = self.position(id, Awaiting::Puback)?;
-        self.entries.remove(i).map(|e| e.delivery)
-    }
-
-    /// PUBREC: the client has the message; from now on only PUBREL is resent. Returns whether
-    /// the id was awaiting a PUBREC.
-    pub fn pubrec(&mut self, id: NonZeroU16) -> bool {
-        match self.position(id, Awaiting::Pubrec) {
-            Some(i) => {
-                self.entries[i].stage = Awaiting::Pubcomp;
-                true
-            }
-            None => false,
+        let i = self.entries.iter().position(|e| e.packet_id == id && matches!(e.stage, Stage::Puback(_)))?;
+        match self.entries.remove(i)?.stage {
+            Stage::Puback(delivery) => Some(delivery),
+            _ => None,
         }
     }
 
-    /// PUBREC with a failure reason (MQTT 5): the flow ends there (MQTT-4.3.3-... §4.3.3).
-    pub fn pubrec_failed(&mut self, id: NonZeroU16) -> Option<Delivery> {
-        let i = self.position(id, Awaiting::Pubrec)?;
-        self.entries.remove(i).map(|e| e.delivery)
+    /// PUBREC: the client has the message; from now on only PUBREL is resent. Returns the
+    /// delivery (its queue may settle it now), or `None` when the id was not awaiting a PUBREC.
+    pub fn pubrec(&mut self, id: NonZeroU16) -> Option<Delivery> {
+        let entry = self.entries.iter_mut().find(|e| e.packet_id == id && matches!(e.stage, Stage::Pubrec(_)))?;
+        let stored = match &entry.stage {
+            Stage::Pubrec(delivery) => delivery.stored,
+            _ => return None,
+        };
+        match std::mem::replace(&mut entry.stage, Stage::Pubcomp { stored }) {
+            Stage::Pubrec(delivery) => Some(delivery),
+            _ => None,
+        }
     }
 
-    /// PUBCOMP: the QoS 2 flow is complete. Returns the delivery to settle.
-    pub fn pubcomp(&mut self, id: NonZeroU16) -> Option<Delivery> {
-        let i = self.position(id, Awaiting::Pubcomp)?;
-        self.entries.remove(i).map(|e| e.delivery)
+    /// PUBREC with a failure reason (MQTT 5): the flow ends there (§4.3.3).
+    pub fn pubrec_failed(&mut self, id: NonZeroU16) -> Option<Delivery> {
+        let i = self.entries.iter().position(|e| e.packet_id == id && matches!(e.stage, Stage::Pubrec(_)))?;
+        match self.entries.remove(i)?.stage {
+            Stage::Pubrec(delivery) => Some(delivery),
+            _ => None,
+        }
+    }
+
+    /// PUBCOMP: the QoS 2 flow is complete. Returns where the delivery was kept (0: nowhere).
+    pub fn pubcomp(&mut self, id: NonZeroU16) -> Option<u64> {
+        let i = self.entries.iter().position(|e| e.packet_id == id && matches!(e.stage, Stage::Pubcomp { .. }))?;
+        match self.entries.remove(i)?.stage {
+            Stage::Pubcomp { stored } => Some(stored),
+            _ => None,
+        }
     }
 
     /// Every flow in sending order, for the resend after a reconnect.
@@ -100,11 +128,19 @@ impl Outgoing {
         self.entries.iter()
     }
 
-    /// Removes the flows `keep` refuses (e.g. shared-subscription deliveries that go back to
-    /// their group when the session goes offline) and returns them.
-    pub fn take_where(&mut self, mut take: impl FnMut(&OutEntry) -> bool) -> Vec<OutEntry> {
-        let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.entries).into_iter().partition(|e| take(e));
-        self.entries = kept.into();
+    /// Removes the deliveries `take` picks (e.g. shared-subscription deliveries that go back to
+    /// their group when the session goes offline) from the flows still before PUBREC, and
+    /// returns them.
+    pub fn take_where(&mut self, mut take: impl FnMut(&Delivery) -> bool) -> Vec<Delivery> {
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.entries.len());
+        for entry in std::mem::take(&mut self.entries) {
+            match entry.stage {
+                Stage::Puback(d) | Stage::Pubrec(d) if take(&d) => taken.push(d),
+                _ => kept.push_back(entry),
+            }
+        }
+        self.entries = kept;
         taken
     }
 }
@@ -149,22 +185,36 @@ mod tests {
     #[test]
     fn ids_skip_those_in_use_and_wrap() {
         let mut out = Outgoing::default();
-        let a = out.allocate_id().unwrap();
-        out.push(a, delivery(), Awaiting::Puback);
+        let a = out.allocate_id(&delivery()).unwrap();
+        out.push(a, Stage::Puback(delivery()));
         out.last_id = u16::MAX;
-        assert_eq!(out.allocate_id(), NonZeroU16::new(2), "wraps past 0 and skips 1 (in use)");
+        assert_eq!(out.allocate_id(&delivery()), NonZeroU16::new(2), "wraps past 0 and skips 1 (in use)");
+    }
+
+    #[test]
+    fn a_kept_delivery_gets_the_id_of_its_place_in_the_store_while_that_is_free() {
+        let kept = |seq| Delivery { stored: seq, ..delivery() };
+        let mut out = Outgoing::default();
+        assert_eq!(id_for_stored(1), NonZeroU16::MIN);
+        assert_eq!(id_for_stored(65535).get(), 65535);
+        assert_eq!(id_for_stored(65536), NonZeroU16::MIN, "wraps after 65535");
+        let id = out.allocate_id(&kept(7)).unwrap();
+        assert_eq!(id.get(), 7);
+        out.push(id, Stage::Puback(kept(7)));
+        assert_eq!(out.allocate_id(&kept(65535 + 7)), NonZeroU16::new(1), "held: another id");
     }
 
     #[test]
     fn qos2_flow_moves_through_its_stages() {
         let mut out = Outgoing::default();
-        let id = out.allocate_id().unwrap();
-        out.push(id, delivery(), Awaiting::Pubrec);
+        let id = out.allocate_id(&delivery()).unwrap();
+        out.push(id, Stage::Pubrec(Delivery { stored: 9, ..delivery() }));
         assert!(out.puback(id).is_none(), "a PUBACK does not finish a QoS 2 flow");
         assert!(out.pubcomp(id).is_none(), "nor does an early PUBCOMP");
-        assert!(out.pubrec(id));
-        assert_eq!(out.iter().next().unwrap().stage, Awaiting::Pubcomp);
-        assert!(out.pubcomp(id).is_some());
+        assert_eq!(out.pubrec(id).map(|d| d.stored), Some(9));
+        assert!(matches!(out.iter().next().unwrap().stage, Stage::Pubcomp { stored: 9 }));
+        assert!(out.take_where(|_| true).is_empty(), "past PUBREC, a flow is not given back");
+        assert_eq!(out.pubcomp(id), Some(9));
         assert_eq!(out.len(), 0);
     }
 

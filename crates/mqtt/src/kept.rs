@@ -10,9 +10,13 @@
 //! delay, as for any connection that fails; a parked session's delayed will stays due when it
 //! was.
 //!
-//! Not kept: the packet ids of deliveries in flight (they are sent again under new ids), and
-//! QoS 2 publishes from the client awaiting PUBREL (their message was routed, and kept, at
-//! PUBLISH).
+//! Packet ids are not written: a kept delivery is sent under the id its place in the store
+//! gives it ([`crate::inflight::id_for_stored`]), so after a restart it goes out again, with
+//! DUP set, under the id the client may hold. A QoS 2 delivery the client has received (PUBREC)
+//! is marked released in the store before the PUBREL goes, and after a restart only the PUBREL
+//! is sent again (MQTT-4.3.3). Not kept: the ids of QoS 2 publishes from the client awaiting
+//! PUBREL (their message was routed, and kept, before the PUBREC; a PUBREL that finds no id is
+//! answered all the same).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -27,6 +31,7 @@ use tolk_core::store::record::{self, SessionRecord, SubscriptionRecord};
 use tolk_core::store::{Durable, KeptSession, StoreError, load_sessions};
 use tolk_core::{Protocol, Router, SubscriptionOptions};
 
+use crate::inflight::{Stage, id_for_stored};
 use crate::state::{Parked, SessionState};
 use crate::subscriptions::{FilterKind, SubEntry, parse_filter};
 use crate::translate::qos_in;
@@ -202,6 +207,9 @@ fn rebuild(router: &Router, auth: &dyn Authenticator, kept: KeptSession) -> Box<
             Err(_) => continue,
         };
         state.subs.insert(&sub.filter, SubEntry { options, id: sub.subscription_id, shared_tag });
+    }
+    for seq in kept.released {
+        state.outgoing.push(id_for_stored(seq), Stage::Pubcomp { stored: seq });
     }
     state.core.receiver().set_attached(false);
     state.core.receiver().requeue_front(kept.deliveries.into_iter());

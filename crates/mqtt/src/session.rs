@@ -27,7 +27,7 @@ use tolk_core::{
 use crate::alias::{InboundAliases, OutboundAliases, OutboundTopic};
 use crate::config::MqttConfig;
 use crate::connect::ConnectPlan;
-use crate::inflight::Awaiting;
+use crate::inflight::Stage;
 use crate::kept;
 use crate::state::SessionState;
 use crate::subscriptions::{FilterKind, SubEntry, parse_filter};
@@ -100,8 +100,17 @@ pub struct MqttSession {
     inbound_aliases: InboundAliases,
     outbound_aliases: OutboundAliases,
     keep_alive_timeout: Option<Duration>,
-    /// Acknowledgements waiting for the store, in the order the PUBLISHes came (MQTT-4.6.0-2).
-    awaiting_store: AckLine<DeferredAck>,
+    /// Acknowledgements and releases waiting for the store, in the order their packets came
+    /// (MQTT-4.6.0-2).
+    awaiting_store: AckLine<Deferred>,
+}
+
+/// What waits in line for the store.
+enum Deferred {
+    /// A PUBACK or PUBREC, until what its PUBLISH left in the store is on disk.
+    Ack(DeferredAck),
+    /// A PUBREL, until the store has its delivery marked released.
+    Release(NonZeroU16),
 }
 
 /// A PUBACK or PUBREC held until what its PUBLISH left in the store is on disk.
@@ -225,11 +234,11 @@ impl MqttSession {
         let mut packets = Vec::new();
         let mut expired = Vec::new();
         for entry in self.state.outgoing.iter() {
-            match entry.stage {
-                Awaiting::Pubcomp => packets
+            match &entry.stage {
+                Stage::Pubcomp { .. } => packets
                     .push(Packet::PublishRelease(v5::PublishAck2 { packet_id: entry.packet_id, ..Default::default() })),
-                Awaiting::Puback | Awaiting::Pubrec => {
-                    match translate::outbound(&entry.delivery, version, Some(entry.packet_id), true, now) {
+                Stage::Puback(delivery) | Stage::Pubrec(delivery) => {
+                    match translate::outbound(delivery, version, Some(entry.packet_id), true, now) {
                         Some(publish) => packets.push(Packet::Publish(Box::new(publish))),
                         None => expired.push(entry.packet_id),
                     }
@@ -268,21 +277,14 @@ impl MqttSession {
                         settle(&self.state.core, &d);
                     }
                 } else {
-                    let reason_code = if self.state.outgoing.pubrec(a.packet_id) {
-                        PublishAck2Reason::Success
-                    } else {
-                        PublishAck2Reason::PacketIdNotFound
-                    };
-                    self.send(Packet::PublishRelease(v5::PublishAck2 {
-                        packet_id: a.packet_id,
-                        reason_code,
-                        ..Default::default()
-                    }));
+                    self.on_pubrec(a.packet_id);
                 }
             }
             Packet::PublishComplete(a) => {
-                if let Some(d) = self.state.outgoing.pubcomp(a.packet_id) {
-                    settle(&self.state.core, &d);
+                if let Some(stored) = self.state.outgoing.pubcomp(a.packet_id)
+                    && let Some(keeper) = self.state.core.keeper()
+                {
+                    keeper.forget(stored);
                 }
             }
             Packet::PublishRelease(a) => {
@@ -308,6 +310,31 @@ impl MqttSession {
             }
         }
         Ok(Flow::Continue)
+    }
+
+    /// PUBREC for a QoS 2 delivery: its queue, if any, is done with it. A kept delivery is
+    /// marked released in the store before the PUBREL goes, so that a restart never sends
+    /// the message again once the client may have completed the flow (MQTT 3.1.1 §4.3.3).
+    fn on_pubrec(&mut self, id: NonZeroU16) {
+        let Some(delivery) = self.state.outgoing.pubrec(id) else {
+            let release = v5::PublishAck2 {
+                packet_id: id,
+                reason_code: PublishAck2Reason::PacketIdNotFound,
+                ..Default::default()
+            };
+            return self.send(Packet::PublishRelease(release));
+        };
+        if let Some(ack) = &delivery.ack {
+            ack.ack();
+        }
+        let kept = match self.state.core.keeper() {
+            Some(keeper) if delivery.stored != 0 => {
+                self.state.core.await_durable(keeper.release(delivery.stored));
+                true
+            }
+            _ => false,
+        };
+        self.place(kept, Deferred::Release(id));
     }
 
     fn on_disconnect(&mut self, d: v5::Disconnect) -> Result<Flow, Close> {
@@ -409,7 +436,7 @@ impl MqttSession {
             self.state.incoming.release(id);
         }
         // Acknowledged once the store has it (see `handle_durable`).
-        self.place_ack(outcome.durable, DeferredAck { qos: publish.qos, packet_id, reason });
+        self.place(outcome.durable, Deferred::Ack(DeferredAck { qos: publish.qos, packet_id, reason }));
         Ok(())
     }
 
@@ -417,14 +444,21 @@ impl MqttSession {
     /// them: MQTT acknowledges QoS 1 publishes in the order they came.
     fn ack_publish(&mut self, qos: WireQoS, packet_id: Option<NonZeroU16>, reason: PublishAckReason) {
         if packet_id.is_some() {
-            self.place_ack(false, DeferredAck { qos, packet_id, reason });
+            self.place(false, Deferred::Ack(DeferredAck { qos, packet_id, reason }));
         }
     }
 
-    fn place_ack(&mut self, stored: bool, ack: DeferredAck) {
-        if let Some(ack) = self.awaiting_store.place(&self.state.core, stored, ack) {
-            self.send_ack(ack.qos, ack.packet_id, ack.reason);
+    /// Sends `what` now, or once its commit (with `stored`) and those before it are durable.
+    fn place(&mut self, stored: bool, what: Deferred) {
+        match self.awaiting_store.place(&self.state.core, stored, what) {
+            Some(Deferred::Ack(ack)) => self.send_ack(ack.qos, ack.packet_id, ack.reason),
+            Some(Deferred::Release(id)) => self.send_release(id),
+            None => {}
         }
+    }
+
+    fn send_release(&mut self, packet_id: NonZeroU16) {
+        self.send(Packet::PublishRelease(v5::PublishAck2 { packet_id, ..Default::default() }));
     }
 
     fn send_ack(&mut self, qos: WireQoS, packet_id: Option<NonZeroU16>, reason_code: PublishAckReason) {
@@ -442,7 +476,19 @@ impl MqttSession {
     /// message (0x97 Quota exceeded when the store is full, 0x80 otherwise); MQTT 3.1.1 cannot,
     /// so the connection closes and the client sends the message again after reconnecting.
     pub fn handle_durable(&mut self, result: Result<(), StoreError>) -> Result<(), Close> {
-        let Some(ack) = self.awaiting_store.settled() else { return Ok(()) };
+        let ack = match self.awaiting_store.settled() {
+            None => return Ok(()),
+            Some(Deferred::Ack(ack)) => ack,
+            Some(Deferred::Release(id)) => {
+                if let Err(error) = result {
+                    // The client has the message; the flow goes on. Only a restart before
+                    // PUBCOMP would send it again.
+                    tracing::warn!(client_id = %self.state.client_id, %error, "a release could not be stored");
+                }
+                self.send_release(id);
+                return Ok(());
+            }
+        };
         let Err(error) = result else {
             self.send_ack(ack.qos, ack.packet_id, ack.reason);
             return Ok(());
@@ -632,7 +678,7 @@ impl MqttSession {
             delivery.subscription_id = self.state.subs.id_for_tag(delivery.tag);
         }
         let packet_id = if delivery.qos > QoS::AtMostOnce {
-            match self.state.outgoing.allocate_id() {
+            match self.state.outgoing.allocate_id(&delivery) {
                 Some(id) => Some(id),
                 None => {
                     self.pending.push_front(delivery);
@@ -642,7 +688,9 @@ impl MqttSession {
         } else {
             None
         };
-        let Some(mut publish) = translate::outbound(&delivery, self.version(), packet_id, false, now) else {
+        // A kept delivery read back after a restart may have been sent under this id before.
+        let dup = delivery.redelivered && delivery.stored != 0;
+        let Some(mut publish) = translate::outbound(&delivery, self.version(), packet_id, dup, now) else {
             counters.dropped(DropReason::Expired, 1);
             settle(&self.state.core, &delivery);
             return true;
@@ -682,8 +730,9 @@ impl MqttSession {
         match packet_id {
             Some(id) => {
                 self.egress.record(self.out.len(), &delivery, taken_at, None);
-                let stage = if delivery.qos == QoS::AtLeastOnce { Awaiting::Puback } else { Awaiting::Pubrec };
-                self.state.outgoing.push(id, delivery, stage);
+                let stage =
+                    if delivery.qos == QoS::AtLeastOnce { Stage::Puback(delivery) } else { Stage::Pubrec(delivery) };
+                self.state.outgoing.push(id, stage);
             }
             // QoS 0: a queue delivery is settled once written.
             None => self.egress.record(self.out.len(), &delivery, taken_at, delivery.ack.clone()),

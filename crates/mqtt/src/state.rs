@@ -72,7 +72,7 @@ impl SessionState {
             self.core.cancel(tag);
         }
         // Queue deliveries were handed back to their group by the cancel above.
-        self.outgoing.take_where(|e| e.delivery.ack.is_some());
+        self.outgoing.take_where(|d| d.ack.is_some());
         let keep = |d: &Delivery| d.ack.is_none() && d.qos > QoS::AtMostOnce;
         let again: Vec<Delivery> = unsent.into_iter().chain(queued).filter(keep).collect();
         self.core.receiver().requeue_front(again.into_iter());

@@ -169,6 +169,10 @@ struct StoredDelivery {
     subscription_id: Option<u32>,
 }
 
+/// A kept delivery's value once its client has received it but not completed its QoS 2 flow:
+/// empty, which no encoded delivery is.
+pub const RELEASED: &[u8] = &[];
+
 /// Encodes a delivery to a persistent session.
 pub fn encode_delivery(delivery: &Delivery) -> Vec<u8> {
     let stored = StoredDelivery {

@@ -45,6 +45,17 @@ impl SessionKeeper {
         Some((seq, self.store.commit(vec![change])))
     }
 
+    /// Marks a kept QoS 2 delivery released: its client has it (PUBREC), so after a restart
+    /// only the release (PUBREL) is sent again, never the message (MQTT-4.3.3). The commit
+    /// says when the mark is on disk; the release waits for it.
+    pub fn release(&self, seq: u64) -> Durable {
+        if seq == 0 || self.ended.load(Ordering::Relaxed) {
+            return Durable::ready(Ok(()));
+        }
+        let key = record::seq_key(&self.name, seq);
+        self.store.commit(vec![Change::Put { space: Space::SessionMessages, key, value: record::RELEASED.to_vec() }])
+    }
+
     /// Deletes a kept delivery (acknowledged, or not queued after all). Not waited for: a
     /// delete lost in a crash only sends the message again, which at-least-once allows.
     pub fn forget(&self, seq: u64) {
@@ -95,6 +106,9 @@ pub struct KeptSession {
     /// What it had not acknowledged, in arrival order (expired ones dropped), marked
     /// redelivered.
     pub deliveries: Vec<Delivery>,
+    /// The arrival numbers of QoS 2 deliveries its client had received but not completed
+    /// ([`SessionKeeper::release`]).
+    pub released: Vec<u64>,
     /// The arrival number its next delivery gets ([`crate::Session::keep_in_store`]).
     pub next_seq: u64,
 }
@@ -137,8 +151,10 @@ pub fn load_sessions(store: &dyn Store, protocol: Protocol) -> Result<Vec<KeptSe
         messages.sort_unstable_by_key(|(seq, _)| *seq);
         let next_seq = messages.last().map_or(1, |(seq, _)| seq + 1);
         let mut expired = Vec::new();
+        let released = messages.iter().filter(|(_, value)| value == record::RELEASED).map(|(seq, _)| *seq).collect();
         let deliveries = messages
             .into_iter()
+            .filter(|(_, value)| value != record::RELEASED)
             .filter_map(|(seq, value)| match record::decode_delivery(&value, seq) {
                 Ok(Some(delivery)) => Some(delivery),
                 Ok(None) => {
@@ -154,7 +170,14 @@ pub fn load_sessions(store: &dyn Store, protocol: Protocol) -> Result<Vec<KeptSe
         if !expired.is_empty() {
             drop(store.commit(expired));
         }
-        sessions.push(KeptSession { client_id: client_id.to_owned(), record, expires_in, deliveries, next_seq });
+        sessions.push(KeptSession {
+            client_id: client_id.to_owned(),
+            record,
+            expires_in,
+            deliveries,
+            released,
+            next_seq,
+        });
     }
     for owner in deliveries.into_keys() {
         forget_session(store, &owner);

@@ -37,6 +37,13 @@ pub async fn start_with(config: MqttConfig, router_config: RouterConfig) -> Brok
     start_with_auth(config, router_config, Arc::new(tolk_core::auth::AllowAll)).await
 }
 
+/// A broker on `router` (which may have a store attached: the front end restores what it kept).
+pub async fn start_on(config: MqttConfig, router: Router) -> Broker {
+    let ctx = FrontEndContext::new(router.clone(), std::env::temp_dir());
+    let addrs = Box::new(MqttFrontEnd::new(config)).start(ctx.clone()).await.expect("start").addrs;
+    Broker { port: addrs[0].port(), ctx, router }
+}
+
 /// A broker whose CONNECTs are checked by `auth`.
 pub async fn start_with_auth(
     config: MqttConfig,
