@@ -122,7 +122,8 @@ fn root_attributes(xml: &[u8]) -> Vec<(&[u8], std::ops::Range<usize>)> {
         }
         let name_start = i;
         let start = name_start.saturating_sub(1);
-        while xml.get(i).is_some_and(|&c| c != b'=' && c != b'>' && c != b'/' && !c.is_ascii_whitespace()) {
+        // Names are taken as the parser takes them: anything up to `=` (it does not check them).
+        while xml.get(i).is_some_and(|&c| c != b'=' && c != b'>' && !c.is_ascii_whitespace()) {
             i += 1;
         }
         if xml.get(i) != Some(&b'=') || i == name_start {

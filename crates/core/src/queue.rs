@@ -103,6 +103,9 @@ struct State {
     next_consumer_id: u64,
     /// The store arrival number of the next persistent message.
     next_seq: u64,
+    /// Members that keep an auto-delete queue alive without consuming (persistent MQTT
+    /// sessions waiting offline in a `$share` group).
+    holds: usize,
     deleted: bool,
 }
 
@@ -208,6 +211,24 @@ impl Queue {
     /// Number of consumers.
     pub fn consumer_count(&self) -> usize {
         self.lock().consumers.len()
+    }
+
+    /// Keeps the queue alive for a member that does not consume now (see
+    /// [`Queue::is_abandoned`]); undone by [`Queue::unhold`].
+    pub(crate) fn hold(&self) {
+        self.lock().holds += 1;
+    }
+
+    /// Ends one [`Queue::hold`].
+    pub(crate) fn unhold(&self) {
+        let mut state = self.lock();
+        state.holds = state.holds.saturating_sub(1);
+    }
+
+    /// Whether nobody consumes from it or holds it: an auto-delete queue then goes.
+    pub fn is_abandoned(&self) -> bool {
+        let state = self.lock();
+        state.consumers.is_empty() && state.holds == 0
     }
 
     /// Adds a message. It goes straight to a consumer with credit if there is one. A durable

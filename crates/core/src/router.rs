@@ -125,6 +125,9 @@ pub enum Target {
     Queue(Arc<Queue>),
 }
 
+/// What the queue of an MQTT-style shared subscription group is named with: `$share/group/filter`.
+const SHARED_PREFIX: &str = "$share/";
+
 /// A subscription as stored in the trie. Identity is `(owner, filter, tag)`: subscribing again
 /// with the same identity replaces the options (MQTT-3.8.4-3).
 #[derive(Clone)]
@@ -512,6 +515,8 @@ impl Router {
             max_length: usize::try_from(kept.max_length).unwrap_or(usize::MAX),
             max_length_bytes: usize::try_from(kept.max_length_bytes).unwrap_or(usize::MAX),
             durable: true,
+            // A `$share` group's queue goes with its last member, as when it was made.
+            auto_delete: name.starts_with(SHARED_PREFIX),
             ..QueueOptions::default()
         };
         // Its record is left as it is: rewriting it binding by binding would leave it without
@@ -636,19 +641,30 @@ impl Router {
         }
     }
 
-    /// Deletes `queue` if it is auto-delete and nobody consumes from it any more.
+    /// Deletes `queue` if it is auto-delete and nobody consumes from it or holds it any more.
     fn delete_if_abandoned(&self, queue: &Arc<Queue>) {
         if !queue.options().auto_delete {
             return;
         }
         let mut queues = self.queues();
         let still_ours = queues.get(queue.name()).is_some_and(|q| Arc::ptr_eq(q, queue));
-        if still_ours && queue.consumer_count() == 0 {
+        if still_ours && queue.is_abandoned() {
             queues.remove(queue.name());
             drop(queues);
             self.unsubscribe_all(queue.id());
             self.forget_queue(queue);
             queue.mark_deleted();
+        }
+    }
+
+    /// Deletes the `$share` groups the store restored that no restored session is a member of
+    /// (their members were not persistent): call once every front end has restored its
+    /// sessions.
+    pub fn drop_unheld_groups(&self) {
+        let groups: Vec<Arc<Queue>> =
+            self.queues().iter().filter(|(name, _)| name.starts_with(SHARED_PREFIX)).map(|(_, q)| q.clone()).collect();
+        for queue in groups {
+            self.delete_if_abandoned(&queue);
         }
     }
 
@@ -714,7 +730,8 @@ pub struct Session {
     protocol: Protocol,
     router: Router,
     receiver: OutboxReceiver,
-    consumers: Vec<(Arc<Queue>, crate::queue::ConsumerId, u64)>,
+    /// Queues this session consumes from, or holds as an offline member (`None`), by tag.
+    consumers: Vec<(Arc<Queue>, Option<crate::queue::ConsumerId>, u64)>,
     congestion: Mutex<Congestion>,
     rights: Rights,
     /// Store commits of this session's publishes (and markers the front end queued behind
@@ -832,7 +849,15 @@ impl Session {
         }
         let options = crate::queue::ConsumerOptions { outbox: self.receiver.outbox(), credit, max_qos, tag };
         let id = queue.add_consumer(options);
-        self.consumers.push((queue.clone(), id, tag));
+        let held = self.consumers.iter().position(|(q, id, t)| Arc::ptr_eq(q, queue) && id.is_none() && *t == tag);
+        match held {
+            Some(i) => {
+                // An offline member's hold becomes consuming again.
+                self.consumers[i].1 = Some(id);
+                queue.unhold();
+            }
+            None => self.consumers.push((queue.clone(), Some(id), tag)),
+        }
         Ok(())
     }
 
@@ -841,15 +866,39 @@ impl Session {
     pub fn cancel(&mut self, tag: u64) -> bool {
         let Some(index) = self.consumers.iter().position(|(_, _, t)| *t == tag) else { return false };
         let (queue, id, _) = self.consumers.swap_remove(index);
-        queue.remove_consumer(id);
-        self.router.delete_if_abandoned(&queue);
+        self.leave(&queue, id);
         true
+    }
+
+    /// Ends one membership of `queue`: consuming (`Some`) or holding (`None`).
+    fn leave(&self, queue: &Arc<Queue>, id: Option<crate::queue::ConsumerId>) {
+        match id {
+            Some(id) => drop(queue.remove_consumer(id)),
+            None => queue.unhold(),
+        }
+        self.router.delete_if_abandoned(queue);
+    }
+
+    /// Stops consuming under `tag` but keeps the queue alive for this session, which will
+    /// consume again under the same tag ([`Session::consume`], [`Session::join_shared`]): a
+    /// persistent session going offline stays a member of its `$share` groups, whose other
+    /// members get the messages meanwhile (its unacknowledged ones go back to the group), and
+    /// whose queue keeps them while no member is connected.
+    pub fn hold(&mut self, tag: u64) {
+        for (queue, id, _) in self.consumers.iter_mut().filter(|(_, id, t)| *t == tag && id.is_some()) {
+            queue.hold();
+            if let Some(id) = id.take() {
+                queue.remove_consumer(id);
+            }
+        }
     }
 
     /// Changes the credit of the consumer under `tag`.
     pub fn set_credit(&self, tag: u64, credit: usize) {
         for (queue, id, _) in self.consumers.iter().filter(|(_, _, t)| *t == tag) {
-            queue.set_credit(*id, credit);
+            if let Some(id) = id {
+                queue.set_credit(*id, credit);
+            }
         }
     }
 
@@ -863,16 +912,44 @@ impl Session {
         max_qos: QoS,
         tag: u64,
     ) -> Result<(), SharedError> {
-        let read_check = self.read_check(filter)?;
-        let name = format!("$share/{group}/{filter}");
-        self.check_queue(&name, Right::Read)?;
-        let options = QueueOptions { auto_delete: true, ..QueueOptions::default() };
-        let (queue, created) = self.router.declare_queue(&name, options)?;
-        if created {
-            self.router.bind_checked(&queue, filter, 0, read_check).map_err(SubscribeError::from)?;
-        }
+        let queue = self.group(group, filter)?;
         self.consume(&queue, credit, max_qos, tag)?;
         Ok(())
+    }
+
+    /// Becomes a member of the shared subscription `group` on `filter` that does not consume
+    /// yet ([`Session::hold`]): a persistent session restored at start, waiting for its client.
+    pub fn hold_shared(&mut self, group: &str, filter: &str, tag: u64) -> Result<(), SharedError> {
+        let queue = self.group(group, filter)?;
+        queue.hold();
+        self.consumers.push((queue, None, tag));
+        Ok(())
+    }
+
+    /// The queue of a shared subscription group, made on first use and bound to its filter. It
+    /// is durable when the member making it has a persistent session kept in the store: the
+    /// group, its binding and its at-least-once messages then outlive the broker.
+    fn group(&self, group: &str, filter: &str) -> Result<Arc<Queue>, SharedError> {
+        let read_check = self.read_check(filter)?;
+        let name = format!("{SHARED_PREFIX}{group}/{filter}");
+        self.check_queue(&name, Right::Read)?;
+        if let Some(queue) = self.router.queue(&name) {
+            return Ok(queue);
+        }
+        let durable = self.receiver.keeper().is_some();
+        let options = QueueOptions { auto_delete: true, durable, ..QueueOptions::default() };
+        match self.router.insert_queue(&name, options) {
+            Ok((queue, created)) => {
+                if created {
+                    // Binding it writes a durable one's record.
+                    self.router.bind_checked(&queue, filter, 0, read_check).map_err(SubscribeError::from)?;
+                }
+                Ok(queue)
+            }
+            // Made meanwhile by a member of the other kind (persistent or not): join that one.
+            Err(QueueError::OptionsDiffer(_)) => Ok(self.router.queue(&name).ok_or(QueueError::OptionsDiffer(name))?),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Publishes through the router. When an at-least-once subscriber's outbox is full, the
@@ -1022,9 +1099,15 @@ pub enum SharedError {
 impl Drop for Session {
     fn drop(&mut self) {
         self.router.unsubscribe_all(self.id);
+        // A session kept in the store that has not ended goes only with the process: the
+        // durable groups it is a member of stay for it (it is restored a member).
+        let outlives = self.receiver.keeper().is_some_and(|k| !k.has_ended());
         for (queue, id, _) in std::mem::take(&mut self.consumers) {
-            queue.remove_consumer(id);
-            self.router.delete_if_abandoned(&queue);
+            match id {
+                Some(id) if outlives && queue.is_stored() => drop(queue.remove_consumer(id)),
+                None if outlives && queue.is_stored() => {}
+                _ => self.leave(&queue, id),
+            }
         }
         self.router.delete_exclusive_queues(self.id);
     }

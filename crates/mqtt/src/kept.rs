@@ -152,9 +152,10 @@ fn wire_options(kept: &SubscriptionRecord) -> WireOptions {
     }
 }
 
-/// Every MQTT session the store kept, parked: with its subscriptions (shared-group memberships
-/// are rejoined when the client comes back, as for any offline session), its unacknowledged
-/// deliveries and its will. Call it before the listener accepts.
+/// Every MQTT session the store kept, parked: with its subscriptions (its shared-group
+/// memberships held, and rejoined when the client comes back, as for any offline session), its
+/// unacknowledged deliveries and its will. Groups the store kept that no restored session is a
+/// member of go. Call it before the listener accepts.
 pub fn restore(router: &Router, auth: &dyn Authenticator) -> Result<Vec<Parked>, StoreError> {
     let Some(store) = router.store() else { return Ok(Vec::new()) };
     let mut restored = Vec::new();
@@ -172,6 +173,7 @@ pub fn restore(router: &Router, auth: &dyn Authenticator) -> Result<Vec<Parked>,
         drop(save(&state, Some(expiry_left), due_in));
         restored.push(Parked { expires_at: Instant::now() + expiry_left, state, will });
     }
+    router.drop_unheld_groups();
     Ok(restored)
 }
 
@@ -203,7 +205,14 @@ fn rebuild(router: &Router, auth: &dyn Authenticator, kept: KeptSession) -> Box<
                 }
                 None
             }
-            Ok(FilterKind::Shared { .. }) => Some(state.subs.next_tag()),
+            Ok(FilterKind::Shared { group, filter }) => {
+                let tag = state.subs.next_tag();
+                if let Err(e) = state.core.hold_shared(group, filter, tag) {
+                    tracing::warn!(client_id, filter = sub.filter, error = %e, "a stored group membership was not restored");
+                    continue;
+                }
+                Some(tag)
+            }
             Err(_) => continue,
         };
         state.subs.insert(&sub.filter, SubEntry { options, id: sub.subscription_id, shared_tag });

@@ -57,10 +57,11 @@ impl SessionState {
     }
 
     /// Takes the session offline. The outbox keeps queueing QoS 1/2 messages up to its
-    /// capacity (QoS 0 is dropped, MQTT-3.1.2-5 allows either). Shared-group memberships are
-    /// cancelled so that the group's other members get the messages meanwhile (everything this
-    /// member held unacknowledged goes back to the group), and `unsent` deliveries that were
-    /// never written are queued again.
+    /// capacity (QoS 0 is dropped, MQTT-3.1.2-5 allows either). Shared-group memberships stop
+    /// consuming so that the group's other members get the messages meanwhile (everything this
+    /// member held unacknowledged goes back to the group), but hold the group's queue, which
+    /// keeps what comes while no member is connected; `unsent` deliveries that were never
+    /// written are queued again.
     pub fn detach(&mut self, unsent: impl IntoIterator<Item = Delivery>) {
         // Attaching clears a slow-consumer overflow mark, so that what is queued can be read
         // and kept for the next connection.
@@ -69,9 +70,9 @@ impl SessionState {
         let _ = self.core.receiver().try_drain(&mut queued, usize::MAX);
         let tags: Vec<u64> = self.subs.shared().filter_map(|(_, e)| e.shared_tag).collect();
         for tag in tags {
-            self.core.cancel(tag);
+            self.core.hold(tag);
         }
-        // Queue deliveries were handed back to their group by the cancel above.
+        // Queue deliveries were handed back to their group by the hold above.
         self.outgoing.take_where(|d| d.ack.is_some());
         let keep = |d: &Delivery| d.ack.is_none() && d.qos > QoS::AtMostOnce;
         let again: Vec<Delivery> = unsent.into_iter().chain(queued).filter(keep).collect();

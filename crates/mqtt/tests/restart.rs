@@ -103,3 +103,54 @@ async fn in_flight_deliveries_resume_under_their_packet_ids_after_a_restart() {
     broker.stop().await;
     store.close();
 }
+
+#[tokio::test]
+async fn a_shared_group_of_persistent_members_keeps_its_messages_while_they_are_away_and_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || FjallStore::open(dir.path(), &StorageConfig::default()).unwrap();
+    let router = |store: Arc<FjallStore>| {
+        let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
+        router.attach_store(store).unwrap();
+        router
+    };
+    let subscribe =
+        |filter: &str| Packet::Subscribe { packet_id: pid(1), topic_filters: vec![(filter.into(), QoS::AtLeastOnce)] };
+
+    let store = open();
+    let broker = start_on(config(), router(store.clone())).await;
+    let (mut worker, _) = Raw::handshake3(broker.port, "worker", false, 60).await;
+    worker.send3(subscribe("$share/g/jobs/#")).await;
+    assert!(matches!(worker.recv3().await, Some(Packet::SubscribeAck { .. })));
+    let (mut passing, _) = Raw::handshake3(broker.port, "passing", true, 60).await;
+    passing.send3(subscribe("$share/clean/jobs/#")).await;
+    assert!(matches!(passing.recv3().await, Some(Packet::SubscribeAck { .. })));
+    worker.send3(Packet::Disconnect).await;
+    worker.expect_closed().await;
+
+    // The only member is away: the group keeps what comes, on disk before the PUBACK.
+    let (mut publisher, _) = Raw::handshake3(broker.port, "publisher", true, 60).await;
+    publisher.send3(publish("jobs/1", QoS::AtLeastOnce, 1)).await;
+    assert_eq!(publisher.recv3().await, Some(Packet::PublishAck { packet_id: pid(1) }));
+    broker.stop().await;
+    drop((publisher, passing));
+    store.close();
+    drop(store);
+
+    let store = open();
+    let broker = start_on(config(), router(store.clone())).await;
+    assert!(broker.router.queue("$share/g/jobs/#").is_some(), "the persistent member's group is back");
+    assert!(broker.router.queue("$share/clean/jobs/#").is_none(), "a group of clean sessions is not");
+    let (mut publisher, _) = Raw::handshake3(broker.port, "publisher", true, 60).await;
+    publisher.send3(publish("jobs/2", QoS::AtLeastOnce, 2)).await;
+    assert_eq!(publisher.recv3().await, Some(Packet::PublishAck { packet_id: pid(2) }));
+
+    let (mut worker, ack) = Raw::handshake3(broker.port, "worker", false, 60).await;
+    assert!(ack.session_present);
+    for topic in ["jobs/1", "jobs/2"] {
+        let p = recv_publish(&mut worker).await;
+        assert_eq!(&*p.topic, topic);
+        worker.send3(Packet::PublishAck { packet_id: p.packet_id.unwrap() }).await;
+    }
+    broker.stop().await;
+    store.close();
+}

@@ -79,6 +79,11 @@ impl SessionKeeper {
         self.store.commit(vec![change])
     }
 
+    /// Whether the session ended ([`SessionKeeper::end`]): until then it outlives the process.
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::Relaxed)
+    }
+
     /// Deletes the session and everything kept for it (it ended), and keeps nothing more.
     pub fn end(&self) {
         if !self.ended.swap(true, Ordering::Relaxed) {
