@@ -6,25 +6,77 @@
 //! offline as if their clients had just gone (`Endpoint::restore`, `ClientSession::restored`).
 //! Registered topic ids are kept apart (`persist.rs`), as before.
 //!
-//! Not kept: the will, and which topic ids each client has learnt (they are registered with
-//! it again before use).
+//! The will is kept with the record while its client is connected. A restart that finds a
+//! session whose client was connected publishes its will (the crash ended the connection
+//! without a DISCONNECT); MQTT-SN has no will delay.
+//!
+//! Not kept: which topic ids each client has learnt (they are registered with it again before
+//! use).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use bytes::Bytes;
+use mqttsn_codec::{QoS as WireQoS, WillTopic};
+use serde::{Deserialize, Serialize};
+use tolk_core::store::Durable;
 use tolk_core::store::record::{self, SessionRecord, SubscriptionRecord};
 use tolk_core::{Protocol, QoS, Session};
 
-/// Writes a persistent session's record (`offline_for`: how long it lives on, once offline).
+/// A will as kept: WILLTOPIC's fields and WILLMSG.
+#[derive(Serialize, Deserialize)]
+struct KeptWill {
+    topic: String,
+    qos: u8,
+    retain: bool,
+    payload: Vec<u8>,
+}
+
+/// A will's record, for [`save`].
+pub(crate) fn encode_will(topic: &WillTopic, payload: &[u8]) -> Vec<u8> {
+    let qos = match topic.qos {
+        WireQoS::Zero | WireQoS::MinusOne => 0,
+        WireQoS::One => 1,
+        WireQoS::Two => 2,
+    };
+    record::encode_record(&KeptWill {
+        topic: topic.topic.clone(),
+        qos,
+        retain: topic.retain,
+        payload: payload.to_vec(),
+    })
+}
+
+/// A kept will read back; `None` (with a log line) when it cannot be read.
+pub(crate) fn decode_will(client_id: &str, bytes: &[u8]) -> Option<(WillTopic, Bytes)> {
+    let will: KeptWill = match record::decode_record(bytes) {
+        Ok(will) => will,
+        Err(e) => {
+            tracing::warn!(client_id, error = %e, "a stored will was not restored");
+            return None;
+        }
+    };
+    let qos = match will.qos {
+        1 => WireQoS::One,
+        2 => WireQoS::Two,
+        _ => WireQoS::Zero,
+    };
+    Some((WillTopic { qos, retain: will.retain, topic: will.topic }, Bytes::from(will.payload)))
+}
+
+/// Writes a persistent session's record (`offline_for`: how long it lives on, once offline;
+/// `will`: from [`encode_will`], while its client is connected). Returns the commit, which
+/// the CONNACK waits for.
 pub(crate) fn save(
     core: &Session,
     client_id: &str,
     subscriptions: &HashMap<(String, u64), QoS, impl std::hash::BuildHasher>,
     expiry: Duration,
     offline_for: Option<Duration>,
-) {
-    let Some(keeper) = core.keep_in_store(record::session_key(Protocol::MqttSn, client_id), 1) else { return };
-    drop(
+    will: Option<Vec<u8>>,
+) -> Option<Durable> {
+    let keeper = core.keep_in_store(record::session_key(Protocol::MqttSn, client_id), 1)?;
+    Some(
         keeper.save(&SessionRecord {
             expiry_ms: u64::try_from(expiry.as_millis()).unwrap_or(u64::MAX),
             expires_at_ms: offline_for.map(record::deadline_ms),
@@ -41,7 +93,7 @@ pub(crate) fn save(
                     tag: *tag,
                 })
                 .collect(),
-            will: None,
+            will,
         }),
-    );
+    )
 }

@@ -235,15 +235,28 @@ impl ClientSession {
         }
         session.set_detached(true);
         session.core.receiver().requeue_front(kept.deliveries.into_iter());
+        // Its client was connected when the broker went: the connection ended without a
+        // DISCONNECT, so the will goes now, and the record is written again without it.
+        let will = kept.record.will.filter(|_| kept.record.expires_at_ms.is_none());
+        if let Some((topic, payload)) = will.and_then(|bytes| kept::decode_will(&session.client_id, &bytes)) {
+            session.will_topic = Some(topic);
+            session.will_message = payload;
+            session.publish_will(now);
+        }
+        drop(session.save());
         session
     }
 
-    /// Writes this session's record if it is persistent (clean session off).
-    fn save(&self) {
-        if !self.clean {
-            let offline_for = matches!(self.phase, Phase::Offline { .. }).then_some(self.limits.session_expiry);
-            kept::save(&self.core, &self.client_id, &self.subscriptions, self.limits.session_expiry, offline_for);
+    /// Writes this session's record if it is persistent (clean session off), with its will
+    /// while its client is connected. Returns the commit.
+    fn save(&self) -> Option<Durable> {
+        if self.clean {
+            return None;
         }
+        let offline = matches!(self.phase, Phase::Offline { .. });
+        let offline_for = offline.then_some(self.limits.session_expiry);
+        let will = self.will_topic.as_ref().filter(|_| !offline).map(|t| kept::encode_will(t, &self.will_message));
+        kept::save(&self.core, &self.client_id, &self.subscriptions, self.limits.session_expiry, offline_for, will)
     }
 
     /// The session ends for good (expired, replaced by a clean session, evicted): what the
@@ -308,8 +321,6 @@ impl ClientSession {
         } else {
             self.finish_connect(now, gw);
         }
-        // Kept from now on (before the CONNACK leaves): a crash after it finds the session.
-        self.save();
     }
 
     /// Any other message from this client (from the session's address: the endpoint routes by
@@ -349,6 +360,7 @@ impl ClientSession {
             SnMessage::WillTopicUpd(topic) => self.on_will_topic_update(topic, gw),
             SnMessage::WillMsgUpd { will_msg } => {
                 self.will_message = will_msg;
+                drop(self.save());
                 self.transmit.push_back(SnMessage::WillMsgResp { return_code: ReturnCode::Accepted });
             }
             other => {
@@ -524,7 +536,13 @@ impl ClientSession {
 
     fn finish_connect(&mut self, now: Instant, gw: &mut Gateway) {
         self.phase = Phase::Active;
-        self.transmit.push_back(SnMessage::ConnAck { return_code: ReturnCode::Accepted });
+        // A persistent session is kept (with its will) before the CONNACK leaves: a crash after
+        // it finds the session. Refused as congestion, to be tried again, if the store fails.
+        let accepted = SnMessage::ConnAck { return_code: ReturnCode::Accepted };
+        let refused = SnMessage::ConnAck { return_code: ReturnCode::Congestion };
+        if let Some(connack) = self.stored_acks.answer(accepted, self.save(), refused) {
+            self.transmit.push_back(connack);
+        }
         self.set_detached(false);
         if !self.online {
             self.online = true;
@@ -610,6 +628,7 @@ impl ClientSession {
                 }
             },
         };
+        drop(self.save());
         self.transmit.push_back(SnMessage::WillTopicResp { return_code });
     }
 
@@ -855,7 +874,7 @@ impl ClientSession {
             self.out.pending.push_back(Pending { delivery, taken_at: now });
         }
         self.subscriptions.insert(key, max_qos);
-        self.save();
+        drop(self.save());
         self.pump(now, gw);
     }
 
@@ -870,7 +889,7 @@ impl ClientSession {
         if let Some(key) = target {
             self.core.unsubscribe(&key.0, key.1);
             self.subscriptions.remove(&key);
-            self.save();
+            drop(self.save());
         }
         // §5.4.18: UNSUBACK whether or not the subscription existed.
         self.transmit.push_back(SnMessage::UnsubAck { msg_id: unsubscribe.msg_id });
@@ -1068,7 +1087,7 @@ impl ClientSession {
             self.core.receiver().requeue_front(undelivered.into_iter());
             self.set_detached(true);
             self.phase = Phase::Offline { since: now };
-            self.save();
+            drop(self.save());
         } else {
             self.out = Outgoing::default();
             self.phase = Phase::Closed;

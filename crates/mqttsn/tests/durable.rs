@@ -49,3 +49,26 @@ async fn pubacks_wait_for_the_store_and_keep_their_order() {
     assert_eq!(gate.complete_all(Err(StoreError::Full)), 1);
     assert_eq!(client.recv().await, puback(id, 4, ReturnCode::Congestion));
 }
+
+#[tokio::test]
+async fn a_persistent_sessions_connack_waits_for_its_record() {
+    let gw = support::start(support::config()).await;
+    let gate = Arc::new(Gate::default());
+    gw.router.attach_store(gate.clone()).unwrap();
+    let client = gw.client().await;
+
+    // The CONNACK waits for the session's record; a PINGRESP is not held behind it.
+    client.send(&support::client::connect("kept", 60, false, false)).await;
+    client.send(&Message::PingReq { client_id: None }).await;
+    assert_eq!(client.recv().await, Message::PingResp);
+    assert_eq!(gate.complete_all(Ok(())), 1, "one commit: the session's record");
+    assert_eq!(client.recv().await, Message::ConnAck { return_code: ReturnCode::Accepted });
+
+    // A store that cannot keep it: "rejected: congestion", and the client tries again later.
+    let other = gw.client().await;
+    other.send(&support::client::connect("kept-too", 60, false, false)).await;
+    other.send(&Message::PingReq { client_id: None }).await;
+    assert_eq!(other.recv().await, Message::PingResp);
+    assert_eq!(gate.complete_all(Err(StoreError::Full)), 1);
+    assert_eq!(other.recv().await, Message::ConnAck { return_code: ReturnCode::Congestion });
+}

@@ -4,7 +4,8 @@
 
 mod support;
 
-use mqttsn_codec::{Message, PublishTopic, QoS, RegAck, ReturnCode, SubscribeTopic};
+use bytes::Bytes;
+use mqttsn_codec::{Message, PublishTopic, QoS, RegAck, ReturnCode, SubscribeTopic, WillTopic};
 use tolk_core::QoS as CoreQoS;
 use tolk_store::{FjallStore, StorageConfig};
 
@@ -53,5 +54,45 @@ async fn a_persistent_session_and_its_queued_messages_survive_a_restart() {
     // The subscription came back with it.
     peer.publish("alerts", b"live", CoreQoS::AtLeastOnce, false);
     assert_eq!(&again.recv_publish_and_ack().await.data[..], b"live");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn the_will_of_a_session_connected_when_the_gateway_went_is_published_at_restart() {
+    let store_dir = tempfile::tempdir().unwrap();
+    let open = || FjallStore::open(store_dir.path(), &StorageConfig::default()).unwrap();
+
+    // The first gateway runs on a runtime of its own, dropped with the client still connected:
+    // its tasks stop where they are, as at a kill -9, and nothing is written on the way out.
+    let store = open();
+    let first = store.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let gw = support::start_with_store(tempfile::tempdir().unwrap(), support::config(), first).await;
+            let client = gw.client().await;
+            client.send(&support::client::connect("sensor-7", 60, false, true)).await;
+            assert_eq!(client.recv().await, Message::WillTopicReq);
+            let will = WillTopic { qos: QoS::One, retain: true, topic: "status/sensor-7".into() };
+            client.send(&Message::WillTopic(Some(will))).await;
+            assert_eq!(client.recv().await, Message::WillMsgReq);
+            client.send(&Message::WillMsg { will_msg: Bytes::from_static(b"offline") }).await;
+            // The CONNACK follows the record, will included, onto the disk.
+            assert_eq!(client.recv().await, Message::ConnAck { return_code: ReturnCode::Accepted });
+            assert!(gw.router.retained("status/#").is_empty(), "no will while connected");
+            drop((client, gw));
+        });
+    })
+    .join()
+    .unwrap();
+    store.close();
+    drop(store);
+
+    let gw = support::start_with_store(tempfile::tempdir().unwrap(), support::config(), open()).await;
+    // The endpoint restores its sessions as it starts running.
+    gw.eventually("the will", |gw| !gw.router.retained("status/#").is_empty()).await;
+    let retained = gw.router.retained("status/#");
+    assert_eq!(retained.len(), 1, "the will, published (retained) at restart");
+    assert_eq!((&*retained[0].topic, &retained[0].payload[..]), ("status/sensor-7", &b"offline"[..]));
     gw.stop().await;
 }
