@@ -91,48 +91,44 @@ fn same_payloads(original: &Request, back: &mut Request, limits: &Limits) {
     }
 }
 
-/// `ours` without the `xmlns:p="…"` declarations on its root element for prefixes that the
-/// root of `theirs` does not declare. Both are elements as the codec writes them: a start tag
-/// of name and quoted attributes.
+/// `ours` without the ` xmlns:p="…"` declarations the writer added for prefixes that `theirs`
+/// never declares: the two are walked side by side, and where they differ, such a declaration
+/// in `ours` is skipped. No parsing of the tag, whose attributes the codec takes as leniently as
+/// quick-xml does (names with any bytes, whitespace around `=`).
 fn without_borrowed_declarations(ours: &[u8], theirs: &[u8]) -> Vec<u8> {
-    let declared: Vec<&[u8]> = root_attributes(theirs).into_iter().map(|(name, _)| name).collect();
     let mut out = Vec::with_capacity(ours.len());
-    let mut at = 0;
-    for (name, span) in root_attributes(ours) {
-        if name.starts_with(b"xmlns:") && !declared.contains(&name) {
-            out.extend_from_slice(&ours[at..span.start]);
-            at = span.end;
+    let (mut i, mut j) = (0, 0);
+    while i < ours.len() {
+        if theirs.get(j) == Some(&ours[i]) {
+            out.push(ours[i]);
+            i += 1;
+            j += 1;
+            continue;
+        }
+        match added_declaration(&ours[i..], theirs) {
+            Some(len) => i += len,
+            None => {
+                out.extend_from_slice(&ours[i..]);
+                break;
+            }
         }
     }
-    out.extend_from_slice(&ours[at..]);
     out
 }
 
-/// The attributes of the root start tag: each name, and the span from the one whitespace
-/// character before it (what the writer puts before a declaration it adds) to the end of its
-/// quoted value.
-fn root_attributes(xml: &[u8]) -> Vec<(&[u8], std::ops::Range<usize>)> {
-    let mut attributes = Vec::new();
-    let Some(mut i) = xml.iter().position(|c| c.is_ascii_whitespace() || *c == b'>' || *c == b'/') else {
-        return attributes;
-    };
-    loop {
-        while xml.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
-            i += 1;
+/// The length of a ` xmlns:p="…"` declaration at the start of `at`, if `theirs` does not
+/// declare its prefix.
+fn added_declaration(at: &[u8], theirs: &[u8]) -> Option<usize> {
+    let rest = at.strip_prefix(b" xmlns:")?;
+    let name_len = rest.iter().position(|&c| c == b'=')?;
+    let value = rest[name_len..].strip_prefix(b"=\"")?;
+    let value_len = value.iter().position(|&c| c == b'"')?;
+    // Declared in `theirs`: `xmlns:p=` and a quote (text inside a value has no quote there).
+    for quote in [b'"', b'\''] {
+        let declared = [b"xmlns:".as_slice(), &rest[..name_len], b"=", &[quote]].concat();
+        if theirs.windows(declared.len()).any(|w| w == declared) {
+            return None;
         }
-        let name_start = i;
-        let start = name_start.saturating_sub(1);
-        // Names are taken as the parser takes them: anything up to `=` (it does not check them).
-        while xml.get(i).is_some_and(|&c| c != b'=' && c != b'>' && !c.is_ascii_whitespace()) {
-            i += 1;
-        }
-        if xml.get(i) != Some(&b'=') || i == name_start {
-            return attributes;
-        }
-        let name = &xml[name_start..i];
-        let Some(&quote) = xml.get(i + 1).filter(|&&q| q == b'"' || q == b'\'') else { return attributes };
-        let Some(close) = xml[i + 2..].iter().position(|&c| c == quote) else { return attributes };
-        i = i + 2 + close + 1;
-        attributes.push((name, start..i));
     }
+    Some(b" xmlns:".len() + name_len + 2 + value_len + 1)
 }
