@@ -21,6 +21,9 @@ pub const DEFAULT_CONFIG: &str = include_str!("../default-config.toml");
 pub struct Config {
     /// Directory for state that must survive a restart.
     pub data_dir: PathBuf,
+    /// This broker's name on the path of bridged messages (loops are found by it) and in the
+    /// bridges' client ids; default: the host name.
+    pub node_name: Option<String>,
     /// Logging.
     pub log: LogConfig,
     /// Shutdown behaviour.
@@ -45,12 +48,15 @@ pub struct Config {
     pub auth: Option<tolk_auth::AuthConfig>,
     /// The durable store in `data_dir/store`.
     pub storage: tolk_store::StorageConfig,
+    /// Bridges to other brokers, one `[[bridge]]` table each.
+    pub bridge: Vec<tolk_bridge::BridgeConfig>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from("data"),
+            node_name: None,
             log: LogConfig::default(),
             shutdown: ShutdownConfig::default(),
             core: RouterConfig::default(),
@@ -63,6 +69,7 @@ impl Default for Config {
             tls: None,
             auth: None,
             storage: tolk_store::StorageConfig::default(),
+            bridge: Vec::new(),
         }
     }
 }
@@ -215,6 +222,12 @@ impl Config {
             // The file is read now, so that --check-config finds a missing or bad one.
             drop(tolk_auth::Users::load(auth.clone()).map_err(anyhow::Error::msg)?);
         }
+        if let Some(name) = &self.node_name
+            && (name.is_empty() || name.contains([',', ' ']))
+        {
+            bail!("node_name: not empty, and no ',' or ' ' (it goes on the paths of bridged messages)");
+        }
+        self.bridges().validate()?;
         let mut seen: HashMap<(Socket, u16), &str> = HashMap::new();
         let http = [("http.bind", Some(self.http.bind)), ("http.tls_bind", self.http.tls_bind)]
             .into_iter()
@@ -250,7 +263,27 @@ impl Config {
         if self.http.enabled && self.wsn.enabled {
             front_ends.push(Box::new(tolk_wsn::WsnFrontEnd::new(self.wsn.clone())));
         }
+        if !self.bridge.is_empty() {
+            front_ends.push(Box::new(self.bridges()));
+        }
         front_ends
+    }
+
+    /// The `[[bridge]]` tables with the bridge kinds this binary has.
+    fn bridges(&self) -> tolk_bridge::Bridges {
+        tolk_bridge::Bridges::new(self.bridge.clone(), vec![tolk_bridge_mqtt::runner()])
+    }
+
+    /// `node_name`, or the host name when it is not set.
+    pub fn node_name(&self) -> String {
+        if let Some(name) = &self.node_name {
+            return name.clone();
+        }
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().replace([',', ' '], "-"))
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "tolk".to_owned())
     }
 }
 

@@ -26,8 +26,11 @@ use crate::config::HttpConfig;
 /// Routes served on the HTTP port. With `users`, `/metrics` and `/api/*` ask for one (HTTP
 /// Basic); `/healthz` stays open for load balancers and systemd checks.
 pub fn routes(metrics: Arc<Metrics>, users: Option<Arc<dyn Authenticator>>) -> Router {
-    let protected =
-        Router::new().route("/metrics", get(prometheus)).route("/api/latency", get(latency)).with_state(metrics);
+    let protected = Router::new()
+        .route("/metrics", get(prometheus))
+        .route("/api/latency", get(latency))
+        .route("/api/bridges", get(bridges))
+        .with_state(metrics);
     let protected = match users {
         Some(users) => {
             protected.layer(axum::middleware::from_fn(move |request, next| basic_auth(users.clone(), request, next)))
@@ -70,6 +73,11 @@ async fn prometheus(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
 
 async fn latency(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
     Json(metrics.latency_report())
+}
+
+/// Each bridge to another broker (`[[bridge]]`): up or down, counters, spool, last error.
+async fn bridges(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
+    Json(metrics.bridges().statuses())
 }
 
 /// Binds and serves `app` until `shutdown` is cancelled, on `bind` and, with `tls`, on

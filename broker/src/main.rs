@@ -164,6 +164,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     let metrics = Arc::new(Metrics::new());
     let router = Router::new(config.core.clone(), metrics.clone());
+    router.set_node_name(&config.node_name());
     let store = open_store(&config, &router)?;
     let mut ctx = FrontEndContext::new(router, config.data_dir.clone());
     let tls = config.tls.clone().map(tolk_tls::Tls::load).transpose()?;

@@ -185,6 +185,7 @@ fn declare(ctx: &mut Ctx, ch: &Channel, m: &queue::Declare) -> Result<(String, A
         auto_delete: m.auto_delete,
         durable: m.durable,
         exclusive_owner: m.exclusive.then(|| ctx.core.id()),
+        ..QueueOptions::default()
     };
     let given = m.queue.as_str();
     if given.starts_with("amq.") {

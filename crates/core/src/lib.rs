@@ -17,6 +17,7 @@ pub mod hold;
 pub mod listener;
 mod message;
 mod outbox;
+pub mod path;
 mod queue;
 mod retained;
 mod router;
@@ -32,8 +33,8 @@ pub use outbox::{Outbox, OutboxLimits, OutboxReceiver, Overflowed, PushOutcome, 
 pub use queue::{ConsumerId, ConsumerOptions, Queue, QueueOptions, QueuePush};
 pub use retained::RetainOutcome;
 pub use router::{
-    PublishOutcome, QueueError, Restored, Router, RouterConfig, Session, SharedError, Subscription,
+    PublishOutcome, QueueError, Restored, Router, RouterConfig, SPOOL_PREFIX, Session, SharedError, Subscription,
     SubscriptionOptions, Target,
 };
-pub use tolk_metrics::{CloseReason, Denial, DropReason, Hop, MemoryKind, Metrics, Protocol};
+pub use tolk_metrics::{BridgeCounters, CloseReason, Denial, DropReason, Hop, MemoryKind, Metrics, Protocol};
 pub use trie::Trie;

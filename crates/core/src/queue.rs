@@ -42,6 +42,9 @@ pub struct QueueOptions {
     pub durable: bool,
     /// Session that owns an exclusive queue (AMQP `exclusive`); others may not consume.
     pub exclusive_owner: Option<SessionId>,
+    /// Drop at-most-once messages while nobody consumes (counted as `remote_down`): a bridge's
+    /// spool keeps only what must arrive at least once while its remote is away.
+    pub at_most_once_needs_consumer: bool,
 }
 
 impl Default for QueueOptions {
@@ -52,6 +55,7 @@ impl Default for QueueOptions {
             auto_delete: false,
             durable: false,
             exclusive_owner: None,
+            at_most_once_needs_consumer: false,
         }
     }
 }
@@ -203,6 +207,12 @@ impl Queue {
         self.lock().ready.len()
     }
 
+    /// Bytes its ready and unacknowledged messages are charged (see
+    /// [`crate::budget::message_cost`]).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
     /// Messages delivered and not yet settled.
     pub fn unacked_len(&self) -> usize {
         self.lock().unacked.len()
@@ -273,6 +283,14 @@ impl Queue {
         }
         let cost = message_cost(&message);
         let counters = self.budget.metrics().protocol(message.origin.protocol);
+        if self.options.at_most_once_needs_consumer
+            && message.qos == QoS::AtMostOnce
+            && state.consumers.is_empty()
+            && !redelivered
+        {
+            counters.dropped(DropReason::RemoteDown, 1);
+            return QueuePush::Accepted;
+        }
         if state.ready.len() >= self.options.max_length || state.bytes + cost > self.options.max_length_bytes {
             counters.dropped(DropReason::QueueFull, 1);
             return QueuePush::Full;

@@ -103,6 +103,12 @@ pub struct SubscriptionOptions {
     pub retain_as_published: bool,
     /// MQTT 5 subscription identifier, echoed in deliveries.
     pub subscription_id: Option<u32>,
+    /// Do not deliver messages published by this session (a bridge's spool leaves out what the
+    /// bridge itself brought in, as no-local does for a subscriber's own publishes).
+    pub not_from: Option<SessionId>,
+    /// Do not deliver messages that have crossed this many bridges ([`crate::path::hops`]):
+    /// a bridge's hop limit.
+    pub max_hops: Option<u8>,
 }
 
 impl Default for SubscriptionOptions {
@@ -112,6 +118,8 @@ impl Default for SubscriptionOptions {
             no_local: false,
             retain_as_published: false,
             subscription_id: None,
+            not_from: None,
+            max_hops: None,
         }
     }
 }
@@ -127,6 +135,9 @@ pub enum Target {
 
 /// What the queue of an MQTT-style shared subscription group is named with: `$share/group/filter`.
 const SHARED_PREFIX: &str = "$share/";
+
+/// What a bridge's spool is named with: `$bridge/<name>` (see `bridges/engine`).
+pub const SPOOL_PREFIX: &str = "$bridge/";
 
 /// A subscription as stored in the trie. Identity is `(owner, filter, tag)`: subscribing again
 /// with the same identity replaces the options (MQTT-3.8.4-3).
@@ -211,6 +222,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     budget: Arc<MemoryBudget>,
     config: RouterConfig,
+    /// This broker's name on bridged messages' paths ([`crate::path`]), once set.
+    node_name: OnceLock<Arc<str>>,
 }
 
 /// Handle to the router; cheap to clone, shared by every front end.
@@ -234,7 +247,20 @@ impl Router {
             metrics,
             budget,
             config,
+            node_name: OnceLock::new(),
         }))
+    }
+
+    /// Names this broker on the paths of bridged messages: from now on a message whose path
+    /// holds `name` came back through a loop of bridges and is dropped (counted as `loop`).
+    /// Set once, at start; later calls are ignored.
+    pub fn set_node_name(&self, name: &str) {
+        let _ = self.0.node_name.set(Arc::from(name));
+    }
+
+    /// This broker's name on bridged messages' paths, if set.
+    pub fn node_name(&self) -> Option<&Arc<str>> {
+        self.0.node_name.get()
     }
 
     /// The memory budget every holder of messages draws from.
@@ -371,6 +397,14 @@ impl Router {
     ) -> PublishOutcome {
         let metrics = &self.0.metrics;
         let mut outcome = PublishOutcome::default();
+        if !message.props.user.is_empty()
+            && let Some(node) = self.0.node_name.get()
+            && crate::path::has_passed(&message, node)
+        {
+            // Sent out through a bridge and back in: routed here once already.
+            metrics.protocol(message.origin.protocol).dropped(DropReason::Loop, 1);
+            return outcome;
+        }
         let at_least_once = message.qos != QoS::AtMostOnce;
         if at_least_once && !self.0.budget.has_room(message_cost(&message)) {
             // Refused whole, before anything holds it: one message never half-routes.
@@ -398,6 +432,11 @@ impl Router {
         let subs = self.read();
         subs.trie.for_each_match(&message.topic, |s| {
             if s.options.no_local && s.owner == message.origin.session {
+                return;
+            }
+            if s.options.not_from == Some(message.origin.session)
+                || s.options.max_hops.is_some_and(|max| crate::path::hops(&message) >= usize::from(max))
+            {
                 return;
             }
             if let Some(check) = &s.read_check
@@ -517,6 +556,8 @@ impl Router {
             durable: true,
             // A `$share` group's queue goes with its last member, as when it was made.
             auto_delete: name.starts_with(SHARED_PREFIX),
+            // A bridge's spool keeps only at-least-once messages while its remote is away.
+            at_most_once_needs_consumer: name.starts_with(SPOOL_PREFIX),
             ..QueueOptions::default()
         };
         // Its record is left as it is: rewriting it binding by binding would leave it without
@@ -673,6 +714,19 @@ impl Router {
         self.bind_checked(queue, filter, tag, None)
     }
 
+    /// [`Router::bind_queue`] with subscription options (a bridge's spool: `not_from` and
+    /// `max_hops`). Not written to the store: whoever binds this way binds again at start.
+    pub fn bind_queue_with(
+        &self,
+        queue: &Arc<Queue>,
+        filter: &str,
+        tag: u64,
+        options: SubscriptionOptions,
+    ) -> Result<bool, TopicError> {
+        let subscription = Subscription { options, ..Self::queue_subscription(queue, tag, None) };
+        self.subscribe(filter, subscription)
+    }
+
     /// [`Router::bind_queue`] delivering only what `read_check` allows (the binder's rights).
     fn bind_checked(
         &self,
@@ -786,12 +840,20 @@ impl Session {
     }
 
     /// Whether the access list lets this session do any of `rights` to `resource` (declaring,
-    /// for one, takes any right); a refusal is counted once.
+    /// for one, takes any right); a refusal is counted once. Bridge spools (`$bridge/…`) are
+    /// refused to every client.
     pub fn may_use(&self, resource: Resource<'_>, rights: &[Right]) -> bool {
         let what = match resource {
             Resource::Queue(_) => Denial::Queue,
             Resource::Exchange(_) => Denial::Exchange,
         };
+        if self.protocol != Protocol::Bridge
+            && matches!(resource, Resource::Queue(name) if name.starts_with(SPOOL_PREFIX))
+        {
+            // A bridge's spool is the bridge's alone, access list or not.
+            self.router.0.metrics.protocol(self.protocol).denied(what);
+            return false;
+        }
         self.permits(what, |a| rights.iter().any(|&right| a.may_use(resource, right)))
     }
 

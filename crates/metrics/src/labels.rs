@@ -54,8 +54,10 @@ label_enum! {
         MqttWs => "mqtt-ws",
         /// STOMP over WebSocket (`/stomp` on the HTTP port).
         StompWs => "stomp-ws",
-        /// Messages made by the broker itself (wills fired by timers, `$SYS`, bridges).
+        /// Messages made by the broker itself (wills fired by timers, `$SYS`).
         Internal => "internal",
+        /// Another broker, through a bridge (`[[bridge]]`): messages it brought in, or took out.
+        Bridge => "bridge",
     }
 }
 
@@ -70,6 +72,9 @@ label_enum! {
         Egress => "egress",
         /// Frame complete on the way in → bytes written on the way out.
         EndToEnd => "end_to_end",
+        /// Frame complete on the way in → the remote broker's acknowledgement, through a bridge
+        /// (its spool and its uplink included).
+        Bridge => "bridge",
     }
 }
 
@@ -102,8 +107,12 @@ label_enum! {
         /// a packet, a topic over the limits), counted where no connection can be closed.
         Malformed => "malformed",
         /// A message that came back to the broker that sent it (a WS-N consumer address that
-        /// is the broker itself under another name).
+        /// is the broker itself under another name, a bridged message whose path holds this
+        /// node), or that has crossed as many bridges as it may.
         Loop => "loop",
+        /// An at-most-once message for a bridge whose remote was down (at-least-once ones wait
+        /// in its spool).
+        RemoteDown => "remote_down",
     }
 }
 

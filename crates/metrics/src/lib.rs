@@ -7,11 +7,13 @@
 
 #![warn(missing_docs)]
 
+mod bridges;
 mod histogram;
 mod labels;
 mod registry;
 mod render;
 
+pub use bridges::{BridgeCounters, BridgeStatus, Bridges};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
 pub use labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
 pub use registry::{ConnectionGauge, MemoryGauges, Metrics, ProtocolCounters};

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::bridges::Bridges;
 use crate::histogram::LatencyHistogram;
 use crate::labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
 
@@ -67,6 +68,7 @@ pub struct Metrics {
     latency: Box<[OnceLock<Box<LatencyHistogram>>]>,
     protocols: [ProtocolCounters; P],
     memory: MemoryGauges,
+    bridges: Bridges,
 }
 
 /// Bytes held against the broker's memory budget, by holder. The budget itself (its limit and
@@ -115,11 +117,17 @@ impl Metrics {
             latency: (0..Hop::COUNT * P * P).map(|_| OnceLock::new()).collect(),
             protocols: Default::default(),
             memory: MemoryGauges::default(),
+            bridges: Bridges::default(),
         }
     }
 
     fn slot(hop: Hop, from: Protocol, to: Protocol) -> usize {
         (hop.index() * P + from.index()) * P + to.index()
+    }
+
+    /// The bridges to other brokers.
+    pub fn bridges(&self) -> &Bridges {
+        &self.bridges
     }
 
     /// The histogram for one hop of messages going from `from` publishers to `to` subscribers.

@@ -94,6 +94,7 @@ impl Metrics {
         let mut out = String::with_capacity(8 * 1024);
         self.render_latency(&mut out);
         self.render_counters(&mut out);
+        self.bridges().render(&mut out);
         out
     }
 

@@ -198,6 +198,7 @@ fn rebuild(router: &Router, auth: &dyn Authenticator, kept: KeptSession) -> Box<
                     no_local: options.no_local,
                     retain_as_published: options.retain_as_published,
                     subscription_id: sub.subscription_id,
+                    ..SubscriptionOptions::default()
                 };
                 if let Err(e) = state.core.subscribe(filter, 0, core_options) {
                     tracing::warn!(client_id, filter, error = %e, "a stored subscription was not restored");

@@ -562,6 +562,7 @@ impl MqttSession {
                     no_local: options.no_local,
                     retain_as_published: options.retain_as_published,
                     subscription_id: id,
+                    ..SubscriptionOptions::default()
                 };
                 let replaced = match self.state.core.subscribe(plain, 0, core_options) {
                     Ok(replaced) => replaced,

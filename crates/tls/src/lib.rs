@@ -165,6 +165,36 @@ fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsError> {
     Ok(builder.with_single_cert(certs, key)?)
 }
 
+/// TLS settings for connecting out (bridges to `mqtts://`, `amqps://` and `https://`
+/// remotes): trusting the certificates in `ca_file` (PEM), or the system's store without one.
+/// `setting` names the file's setting in errors.
+pub fn client_config(setting: &'static str, ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            for cert in certificates(setting, path)? {
+                roots.add(cert).map_err(|e| file_error(setting, path, e))?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for error in &found.errors {
+                tracing::warn!(%error, "a certificate of the system's store could not be read");
+            }
+            let (added, _) = roots.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(file_error(setting, Path::new("(system store)"), "no trusted certificates found; set it"));
+            }
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 fn certificates(setting: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| file_error(setting, path, e))?
