@@ -91,10 +91,11 @@ fn same_payloads(original: &Request, back: &mut Request, limits: &Limits) {
     }
 }
 
-/// `ours` without the ` xmlns:p="…"` declarations the writer added for prefixes that `theirs`
-/// never declares: the two are walked side by side, and where they differ, such a declaration
-/// in `ours` is skipped. No parsing of the tag, whose attributes the codec takes as leniently as
-/// quick-xml does (names with any bytes, whitespace around `=`).
+/// `ours` without the ` xmlns:p="…"` declarations the writer added: the two are walked side
+/// by side, and where they differ, such a declaration in `ours` is skipped. No parsing of the
+/// tag, whose attributes the codec takes as leniently as quick-xml does (names with any bytes,
+/// whitespace around `=`), and no check of which prefixes `theirs` declares: its text may hold
+/// whole documents that declare anything.
 fn without_borrowed_declarations(ours: &[u8], theirs: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(ours.len());
     let (mut i, mut j) = (0, 0);
@@ -105,7 +106,7 @@ fn without_borrowed_declarations(ours: &[u8], theirs: &[u8]) -> Vec<u8> {
             j += 1;
             continue;
         }
-        match added_declaration(&ours[i..], theirs) {
+        match added_declaration(&ours[i..]) {
             Some(len) => i += len,
             None => {
                 out.extend_from_slice(&ours[i..]);
@@ -116,19 +117,11 @@ fn without_borrowed_declarations(ours: &[u8], theirs: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The length of a ` xmlns:p="…"` declaration at the start of `at`, if `theirs` does not
-/// declare its prefix.
-fn added_declaration(at: &[u8], theirs: &[u8]) -> Option<usize> {
+/// The length of a ` xmlns:p="…"` declaration at the start of `at`.
+fn added_declaration(at: &[u8]) -> Option<usize> {
     let rest = at.strip_prefix(b" xmlns:")?;
     let name_len = rest.iter().position(|&c| c == b'=')?;
     let value = rest[name_len..].strip_prefix(b"=\"")?;
     let value_len = value.iter().position(|&c| c == b'"')?;
-    // Declared in `theirs`: `xmlns:p=` and a quote (text inside a value has no quote there).
-    for quote in [b'"', b'\''] {
-        let declared = [b"xmlns:".as_slice(), &rest[..name_len], b"=", &[quote]].concat();
-        if theirs.windows(declared.len()).any(|w| w == declared) {
-            return None;
-        }
-    }
     Some(b" xmlns:".len() + name_len + 2 + value_len + 1)
 }
