@@ -54,14 +54,15 @@ class Broker:
 
     host = "127.0.0.1"
 
-    def __init__(self, workdir: Path, disabled=(), extra=""):
-        """`disabled`: sections whose `enabled = true` becomes false; `extra`: TOML appended."""
+    def __init__(self, workdir: Path, disabled=(), extra="", top=""):
+        """`disabled`: sections whose `enabled = true` becomes false; `extra`: TOML appended;
+        `top`: top-level keys (such as `node_name`), put before the first table."""
         self.workdir = workdir
         self.ports = {}
         template = subprocess.run(
             [str(BINARY), "--print-default-config"], check=True, capture_output=True, text=True
         ).stdout
-        lines, section = [], ""
+        lines, section = [top], ""
         for line in template.splitlines():
             header = re.match(r"^\[([^\]]+)\]", line)
             if header:

@@ -81,7 +81,12 @@ impl Link {
         let counters = router.metrics().bridges().register(&config.name, config.kind.as_str());
         let session = router.open_session(Protocol::Bridge);
         let spool = if rules.iter().any(|r| r.direction.goes_out()) {
-            Some(open_spool(router, &config, &rules, &session)?)
+            let spool = open_spool(router, &config, &rules, &session)?;
+            let read = spool.clone();
+            let gauge: tolk_core::SpoolGauge =
+                Box::new(move || ((read.ready_len() + read.unacked_len()) as u64, read.bytes() as u64));
+            let _ = counters.spool.set(gauge);
+            Some(spool)
         } else {
             None
         };
@@ -168,7 +173,6 @@ impl Link {
             self.taken.clear();
             self.consuming = false;
         }
-        self.refresh_spool();
     }
 
     /// The next message to send. Cancel-safe: one taken while the caller stopped waiting is
@@ -187,7 +191,6 @@ impl Link {
                 self.session.receiver().set_attached(true);
             }
             self.taken.extend(batch);
-            self.refresh_spool();
         }
     }
 
@@ -248,14 +251,6 @@ impl Link {
             return Err(Refused::Full);
         }
         Ok(durable)
-    }
-
-    /// Updates the spool gauges.
-    pub(crate) fn refresh_spool(&self) {
-        if let Some(spool) = &self.spool {
-            self.counters.spool_bytes.store(spool.bytes() as u64, Relaxed);
-            self.counters.spool_messages.store((spool.ready_len() + spool.unacked_len()) as u64, Relaxed);
-        }
     }
 }
 

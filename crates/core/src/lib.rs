@@ -36,5 +36,7 @@ pub use router::{
     PublishOutcome, QueueError, Restored, Router, RouterConfig, SPOOL_PREFIX, Session, SharedError, Subscription,
     SubscriptionOptions, Target,
 };
-pub use tolk_metrics::{BridgeCounters, CloseReason, Denial, DropReason, Hop, MemoryKind, Metrics, Protocol};
+pub use tolk_metrics::{
+    BridgeCounters, CloseReason, Denial, DropReason, Hop, MemoryKind, Metrics, Protocol, SpoolGauge,
+};
 pub use trie::Trie;

@@ -3,12 +3,15 @@
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
 
+/// Reads what a bridge's spool holds now: (messages, bytes).
+pub type SpoolGauge = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
+
 /// One bridge's counters, shared by its task and the exposition.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct BridgeCounters {
     /// The configured name.
     pub name: String,
@@ -22,12 +25,8 @@ pub struct BridgeCounters {
     pub messages_out: AtomicU64,
     /// Connections made to the remote since start.
     pub connects: AtomicU64,
-    /// Messages not sent: QoS 0 while the remote was down, or turned back by the loop rules.
-    pub dropped: AtomicU64,
-    /// Bytes waiting in the spool for the remote.
-    pub spool_bytes: AtomicU64,
-    /// Messages waiting in the spool for the remote.
-    pub spool_messages: AtomicU64,
+    /// What the spool holds, read when shown (none: the bridge sends nothing out).
+    pub spool: OnceLock<SpoolGauge>,
     /// Why the last connection attempt failed or the last connection ended.
     pub last_error: Mutex<Option<String>>,
 }
@@ -47,8 +46,6 @@ pub struct BridgeStatus {
     pub messages_out: u64,
     /// Connections made since start.
     pub connects: u64,
-    /// Messages dropped (QoS 0 while down, loops).
-    pub dropped: u64,
     /// Bytes waiting in the spool.
     pub spool_bytes: u64,
     /// Messages waiting in the spool.
@@ -60,6 +57,7 @@ pub struct BridgeStatus {
 impl BridgeCounters {
     /// A snapshot for `/api/bridges`.
     pub fn status(&self) -> BridgeStatus {
+        let (spool_messages, spool_bytes) = self.spool.get().map_or((0, 0), |read| read());
         BridgeStatus {
             name: self.name.clone(),
             kind: self.kind.clone(),
@@ -67,9 +65,8 @@ impl BridgeCounters {
             messages_in: self.messages_in.load(Relaxed),
             messages_out: self.messages_out.load(Relaxed),
             connects: self.connects.load(Relaxed),
-            dropped: self.dropped.load(Relaxed),
-            spool_bytes: self.spool_bytes.load(Relaxed),
-            spool_messages: self.spool_messages.load(Relaxed),
+            spool_bytes,
+            spool_messages,
             last_error: self.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
@@ -102,14 +99,13 @@ impl Bridges {
             return;
         }
         type Getter = fn(&BridgeStatus) -> u64;
-        let series: [(&str, &str, &str, Getter); 7] = [
+        let series: [(&str, &str, &str, Getter); 6] = [
             ("tolk_bridge_up", "gauge", "1 while the bridge is connected to its remote.", |s| {
                 u64::from(s.state == "up")
             }),
             ("tolk_bridge_messages_in_total", "counter", "Messages taken from the remote.", |s| s.messages_in),
             ("tolk_bridge_messages_out_total", "counter", "Messages the remote acknowledged.", |s| s.messages_out),
             ("tolk_bridge_connects_total", "counter", "Connections made to the remote.", |s| s.connects),
-            ("tolk_bridge_dropped_total", "counter", "Messages not bridged (QoS 0 while down, loops).", |s| s.dropped),
             ("tolk_bridge_spool_bytes", "gauge", "Bytes waiting in the spool for the remote.", |s| s.spool_bytes),
             ("tolk_bridge_spool_messages", "gauge", "Messages waiting in the spool for the remote.", |s| {
                 s.spool_messages

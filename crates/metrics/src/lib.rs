@@ -13,7 +13,7 @@ mod labels;
 mod registry;
 mod render;
 
-pub use bridges::{BridgeCounters, BridgeStatus, Bridges};
+pub use bridges::{BridgeCounters, BridgeStatus, Bridges, SpoolGauge};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
 pub use labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
 pub use registry::{ConnectionGauge, MemoryGauges, Metrics, ProtocolCounters};
