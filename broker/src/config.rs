@@ -312,4 +312,31 @@ mod tests {
         let err = format!("{:#}", Config::parse("[shutdown]\ndrain_timeout = \"soon\"\n").unwrap_err());
         assert!(err.contains("drain_timeout"), "{err}");
     }
+
+    #[test]
+    fn bridge_tables_parse_and_bad_ones_say_why() {
+        let text = r#"
+node_name = "gw1"
+
+[[bridge]]
+name = "site"
+kind = "mqtt"
+url = "mqtts://site:8883"
+topics = ["sensors/# out 1", "cmd/# in 1 greenhouse/ ''"]
+ack_timeout = "5s"
+"#;
+        let config = Config::parse(text).unwrap();
+        assert_eq!(config.node_name(), "gw1");
+        assert_eq!(config.bridge[0].ack_timeout, Duration::from_secs(5));
+        assert_eq!(config.front_ends().last().map(|f| f.name()), Some("bridges"));
+        for (bad, says) in [
+            (text.replace("sensors/# out 1", "sensors/# sideways"), "direction"),
+            (text.replace("mqtts://", "amqp://"), "mqtt:// or mqtts://"),
+            (text.replace("kind = \"mqtt\"", "kind = \"wsn\"").replace("mqtts://", "http://"), "not available yet"),
+            (text.replace("node_name = \"gw1\"", "node_name = \"a,b\""), "node_name"),
+        ] {
+            let err = format!("{:#}", Config::parse(&bad).unwrap_err());
+            assert!(err.contains(says), "{err}");
+        }
+    }
 }

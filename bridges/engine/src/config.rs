@@ -78,9 +78,8 @@ pub struct BridgeConfig {
     /// session under it while the bridge is away.
     #[serde(default)]
     pub client_id: Option<String>,
-    /// MQTT protocol level towards the remote: 5 (the default) or 4 (3.1.1, for remotes that do
-    /// not speak 5; then no rule may both send and receive the same topics, since 3.1.1 has no
-    /// No Local).
+    /// MQTT protocol level towards the remote: 5, the only one built yet (MQTT 3.1.1 remotes
+    /// are refused at start, with the reason).
     #[serde(default = "default_mqtt_version")]
     pub mqtt_version: u8,
     /// The remote's exchange (AMQP).
@@ -182,22 +181,6 @@ impl BridgeConfig {
             .map(|line| line.parse::<TopicRule>())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| fail(e.to_string()))?;
-        if self.kind == Kind::Mqtt && self.mqtt_version == 4 {
-            // Without No Local, a 3.1.1 remote sends back what we publish to a topic we also
-            // subscribe to there.
-            for out in rules.iter().filter(|r| r.direction.goes_out()) {
-                for back in rules.iter().filter(|r| r.direction.comes_in()) {
-                    if tolk_core::topic::covers(&back.remote_filter(), &out.remote_filter())
-                        || tolk_core::topic::covers(&out.remote_filter(), &back.remote_filter())
-                    {
-                        return Err(fail(format!(
-                            "with mqtt_version = 4 the remote would echo what \"{out}\" sends back through \"{back}\" \
-                             (MQTT 3.1.1 has no No Local); use mqtt_version = 5 or rules that do not overlap"
-                        )));
-                    }
-                }
-            }
-        }
         Ok(rules)
     }
 
@@ -214,8 +197,10 @@ impl BridgeConfig {
         if self.max_inflight == 0 {
             return Err(fail("max_inflight is at least 1"));
         }
-        if !matches!(self.mqtt_version, 4 | 5) {
-            return Err(fail("mqtt_version is 4 (3.1.1) or 5"));
+        if self.mqtt_version != 5 {
+            // 3.1.1 has no No Local; without it a remote echoes back what the bridge sends to
+            // topics it also subscribes to there, and that needs a loop marker of its own.
+            return Err(fail("mqtt_version = 5 is the only level bridges speak yet"));
         }
         if self.reconnect_min.is_zero() || self.reconnect_max < self.reconnect_min {
             return Err(fail("reconnect_min is above zero and at most reconnect_max"));
@@ -247,9 +232,8 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("mqtt:// or mqtts://"));
         c.url = "mqtt://h".into();
         c.mqtt_version = 4;
-        c.topics = vec!["a/# out 1".into(), "a/b in 1".into()];
-        assert!(c.validate().unwrap_err().to_string().contains("No Local"));
-        c.topics = vec!["a/# out 1".into(), "b/# in 1".into()];
+        assert!(c.validate().unwrap_err().to_string().contains("mqtt_version = 5"));
+        c.mqtt_version = 5;
         c.validate().unwrap();
         c.topics.clear();
         assert!(c.validate().unwrap_err().to_string().contains("no topics"));
