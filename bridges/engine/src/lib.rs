@@ -14,6 +14,8 @@ mod backoff;
 mod config;
 mod link;
 pub mod rule;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::future::Future;
 use std::io;

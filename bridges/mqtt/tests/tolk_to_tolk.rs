@@ -3,102 +3,27 @@
 //! do not loop when both brokers bridge each other.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
-use tolk_bridge::{BridgeConfig, Bridges, Kind};
-use tolk_core::frontend::{FrontEnd, FrontEndContext};
-use tolk_core::{
-    Delivery, Message, Metrics, Origin, Protocol, QoS, Router, RouterConfig, Session, SubscriptionOptions, path,
-};
+use tolk_bridge::testing::{TestBroker, next, until};
+use tolk_bridge::{BridgeConfig, Kind};
+use tolk_core::{Protocol, QoS, path};
 use tolk_mqtt::{MqttConfig, MqttFrontEnd};
 
-const WAIT: Duration = Duration::from_secs(10);
-
-struct Broker {
-    ctx: FrontEndContext,
-    mqtt_port: u16,
+async fn broker(node: &str) -> TestBroker {
+    let config = MqttConfig { bind: SocketAddr::from(([127, 0, 0, 1], 0)), ..MqttConfig::default() };
+    TestBroker::start(node, Box::new(MqttFrontEnd::new(config))).await
 }
 
-impl Broker {
-    async fn start(node: &str) -> Broker {
-        let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
-        router.set_node_name(node);
-        let ctx = FrontEndContext::new(router, std::env::temp_dir());
-        let config = MqttConfig { bind: SocketAddr::from(([127, 0, 0, 1], 0)), ..MqttConfig::default() };
-        let started = Box::new(MqttFrontEnd::new(config)).start(ctx.clone()).await.unwrap();
-        Broker { ctx, mqtt_port: started.addrs[0].port() }
-    }
-
-    async fn bridge(&self, name: &str, to: &Broker, topics: &[&str]) {
-        let mut config = BridgeConfig::new(name, Kind::Mqtt, &format!("mqtt://127.0.0.1:{}", to.mqtt_port), topics);
-        config.reconnect_min = Duration::from_millis(50);
-        config.reconnect_max = Duration::from_millis(200);
-        let bridges = Box::new(Bridges::new(vec![config], vec![tolk_bridge_mqtt::runner()]));
-        bridges.start(self.ctx.clone()).await.unwrap();
-        self.eventually("the bridge is up", |b| {
-            b.ctx.router.metrics().bridges().statuses().iter().any(|s| s.name == name && s.state == "up")
-        })
-        .await;
-    }
-
-    /// A subscriber here, taking everything under `filter`.
-    fn subscriber(&self, filter: &str) -> Session {
-        let session = self.ctx.router.open_session(Protocol::Mqtt);
-        session.subscribe(filter, 0, SubscriptionOptions::default()).unwrap();
-        session
-    }
-
-    fn publish(&self, session: &Session, topic: &str, payload: &str) {
-        let origin = Origin { protocol: Protocol::Mqtt, session: session.id(), client_id: "pub".into() };
-        let mut message = Message::new(topic, Bytes::copy_from_slice(payload.as_bytes()), origin);
-        message.qos = QoS::AtLeastOnce;
-        session.publish(Arc::new(message));
-    }
-
-    async fn eventually(&self, what: &str, check: impl Fn(&Broker) -> bool) {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while !check(self) {
-            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    async fn stop(self) {
-        self.ctx.shutdown.cancel();
-        self.ctx.tracker.close();
-        tokio::time::timeout(WAIT, self.ctx.tracker.wait()).await.expect("stops");
-    }
-}
-
-async fn next(session: &Session) -> Delivery {
-    let mut got = Vec::new();
-    tokio::time::timeout(WAIT, session.receiver().drain(&mut got, 1)).await.expect("a delivery").unwrap();
-    got.pop().unwrap()
-}
-
-/// Waits until `marker` arrives, and returns everything that arrived before it.
-async fn until(session: &Session, marker: &str) -> Vec<Delivery> {
-    let mut before = Vec::new();
-    loop {
-        let d = next(session).await;
-        if d.message.topic == marker {
-            return before;
-        }
-        before.push(d);
-    }
+fn bridge(name: &str, to: &TestBroker, topics: &[&str]) -> BridgeConfig {
+    BridgeConfig::new(name, Kind::Mqtt, &format!("mqtt://127.0.0.1:{}", to.port), topics)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_cross_both_ways_once_with_their_path_and_prefixes() {
-    let (a, b) = (Broker::start("a").await, Broker::start("b").await);
-    a.bridge("to-b", &b, &["sensors/# out 1", "cmd/# in 1 site1/ \"\""]).await;
-
-    let at_b = b.subscriber("#");
-    let at_a = a.subscriber("#");
-    let publisher_a = a.ctx.router.open_session(Protocol::Mqtt);
-    let publisher_b = b.ctx.router.open_session(Protocol::Mqtt);
+    let (a, b) = (broker("a").await, broker("b").await);
+    a.bridge(bridge("to-b", &b, &["sensors/# out 1", "cmd/# in 1 site1/ \"\""]), tolk_bridge_mqtt::runner()).await;
+    let (at_a, at_b) = (a.subscriber("#"), b.subscriber("#"));
+    let (publisher_a, publisher_b) = (a.publisher(), b.publisher());
 
     a.publish(&publisher_a, "sensors/t1", "21.5");
     let d = next(&at_b).await;
@@ -130,12 +55,12 @@ async fn messages_cross_both_ways_once_with_their_path_and_prefixes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_brokers_bridged_both_ways_on_everything_deliver_one_copy() {
-    let (a, b) = (Broker::start("a").await, Broker::start("b").await);
+    let (a, b) = (broker("a").await, broker("b").await);
     // Each sends all of its topics to the other.
-    a.bridge("to-b", &b, &["# out 1"]).await;
-    b.bridge("to-a", &a, &["# out 1"]).await;
+    a.bridge(bridge("to-b", &b, &["# out 1"]), tolk_bridge_mqtt::runner()).await;
+    b.bridge(bridge("to-a", &a, &["# out 1"]), tolk_bridge_mqtt::runner()).await;
     let (at_a, at_b) = (a.subscriber("data/#"), b.subscriber("data/#"));
-    let (pa, pb) = (a.ctx.router.open_session(Protocol::Mqtt), b.ctx.router.open_session(Protocol::Mqtt));
+    let (pa, pb) = (a.publisher(), b.publisher());
     for i in 0..20 {
         a.publish(&pa, &format!("data/a/{i}"), "x");
         b.publish(&pb, &format!("data/b/{i}"), "y");
