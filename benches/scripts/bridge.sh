@@ -2,8 +2,8 @@
 # Bridged MQTT QoS 1 against Mosquitto's own bridge, in the same run. A "remote" Mosquitto holds
 # the subscribers; the publishers connect to:
 #   - direct:          the remote itself (no bridge: the baseline);
-#   - tolk bridge:     tolk with `[[bridge]] topics = ["tolkbench/# out 1"]` to the remote (the
-#                      spool on disk with sync "always", as shipped);
+#   - tolk bridge:     tolk with `[[bridge]] topics = ["tolkbench/# out 1"]` to the remote, with
+#                      the spool on disk (sync "always", as shipped), and with [storage] off;
 #   - mosquitto bridge: a local Mosquitto with `connection`/`topic tolkbench/# out 1` to the
 #                      remote (MQTT 5 bridge, cleansession false, its defaults otherwise).
 # Two measurements per path with tolk-bench: closed-loop fan-in (4 publishers, 1 subscriber,
@@ -45,17 +45,21 @@ cleansession false
 bridge_protocol_version mqttv50
 try_private true"
 
-free_port; TOLK_PORT=$FREE_PORT; free_port; TOLK_HTTP=$FREE_PORT
-mkdir -p "$WORK/tolk-data"
-cat >"$WORK/tolk.toml" <<CONF
+# tolk NAME STORAGE: a tolk bridged to the remote, with [storage] on or off; sets PORT_OF[NAME].
+declare -A PORT_OF=()
+tolk() {
+    local dir=$WORK/$1 port http
+    free_port; port=$FREE_PORT; free_port; http=$FREE_PORT
+    mkdir -p "$dir"
+    cat >"$dir/tolk.toml" <<CONF
 node_name = "bench"
-data_dir = "$WORK/tolk-data"
+data_dir = "$dir/data"
 [log]
 level = "warn"
 [http]
-bind = "127.0.0.1:$TOLK_HTTP"
+bind = "127.0.0.1:$http"
 [mqtt]
-bind = "127.0.0.1:$TOLK_PORT"
+bind = "127.0.0.1:$port"
 max_connections_per_address = 1000000
 [stomp]
 enabled = false
@@ -65,21 +69,28 @@ enabled = false
 enabled = false
 [wsn]
 enabled = false
+[storage]
+enabled = $2
 [[bridge]]
 name = "remote"
 kind = "mqtt"
 url = "mqtt://127.0.0.1:$REMOTE"
 topics = ["tolkbench/# out 1"]
 CONF
-"$TOLK" --config "$WORK/tolk.toml" >"$WORK/tolk.log" 2>&1 &
-PIDS+=($!)
-wait_port "$TOLK_HTTP" "$!" "$WORK/tolk.log"
-until curl -fs "http://127.0.0.1:$TOLK_HTTP/api/bridges" | grep -q '"state":"up"'; do sleep 0.05; done
+    "$TOLK" --config "$dir/tolk.toml" >"$dir/log" 2>&1 &
+    PIDS+=($!)
+    wait_port "$http" "$!" "$dir/log"
+    until curl -fs "http://127.0.0.1:$http/api/bridges" | grep -q '"state":"up"'; do sleep 0.05; done
+    PORT_OF[$1]=$port
+}
+tolk durable true
+tolk memory false
 
-declare -A PUBLISH=([direct]=$REMOTE ["tolk bridge"]=$TOLK_PORT ["mosquitto bridge"]=$LOCAL)
+declare -A PUBLISH=([direct]=$REMOTE ["tolk bridge, spool on disk"]=${PORT_OF[durable]} \
+    ["tolk bridge, store off"]=${PORT_OF[memory]} ["mosquitto bridge"]=$LOCAL)
 ROWS=
 for run in $(seq "$RUNS"); do
-    for path in direct "tolk bridge" "mosquitto bridge"; do
+    for path in direct "tolk bridge, spool on disk" "tolk bridge, store off" "mosquitto bridge"; do
         common=(--target "mqtt://127.0.0.1:$REMOTE" --publish-target "mqtt://127.0.0.1:${PUBLISH[$path]}" --qos 1)
         log "run $run: $path, fan-in"
         "$BENCH" fan-in "${common[@]}" --messages "$MESSAGES" --json "$WORK/fan-in.json" >"$WORK/fan-in.txt"
