@@ -110,6 +110,17 @@ def wait_for(what, check):
         time.sleep(0.05)
 
 
+def remote_goes_away(tolk, remote):
+    """With the bridge up, a persistent subscriber to sensors/# at the remote (its subscription
+    outlives Mosquitto's restart); then the remote stops, and the bridge goes down."""
+    wait_for("the bridge up", lambda: bridges(tolk)["up"]["state"] == "up")
+    far = Client(remote.port, "far", clean=False)
+    far.subscribe("sensors/#")
+    far.close()
+    remote.stop()
+    wait_for("the bridge down", lambda: bridges(tolk)["up"]["state"] == "down")
+
+
 def bridged_tolk(workdir, node, url, topics, settings=""):
     rules = ", ".join(f'"{t}"' for t in topics)
     table = (
@@ -156,14 +167,8 @@ def test_an_outage_of_30_seconds_loses_no_qos1_message(tmp_path):
     remote = Mosquitto(tmp_path).start()
     tolk = bridged_tolk(tmp_path / "tolk", "gw1", f"mqtt://127.0.0.1:{remote.port}", ["sensors/# out 1"])
     try:
-        wait_for("the bridge up", lambda: bridges(tolk)["up"]["state"] == "up")
-        # A persistent subscriber at the remote: its subscription outlives Mosquitto's restart.
-        far = Client(remote.port, "far", clean=False)
-        far.subscribe("sensors/#")
-        far.close()
-        remote.stop()
-        down_at = time.monotonic()
-        wait_for("the bridge down", lambda: bridges(tolk)["up"]["state"] == "down")
+        remote_goes_away(tolk, remote)
+        down_at = time.monotonic()  # the remote stopped before this: the outage is longer
 
         near = Client(tolk.port("mqtt"), "near")
         sent = 0
@@ -261,12 +266,7 @@ def test_the_spool_survives_a_kill_of_tolk(tmp_path):
     remote = Mosquitto(tmp_path).start()
     tolk = bridged_tolk(tmp_path / "tolk", "gw1", f"mqtt://127.0.0.1:{remote.port}", ["sensors/# out 1"])
     try:
-        wait_for("the bridge up", lambda: bridges(tolk)["up"]["state"] == "up")
-        far = Client(remote.port, "far", clean=False)
-        far.subscribe("sensors/#")
-        far.close()
-        remote.stop()
-        wait_for("the bridge down", lambda: bridges(tolk)["up"]["state"] == "down")
+        remote_goes_away(tolk, remote)
         near = Client(tolk.port("mqtt"), "near")
         for i in range(50):
             near.publish(f"sensors/{i}", f"spooled {i}".encode())

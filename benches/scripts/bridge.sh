@@ -45,41 +45,21 @@ cleansession false
 bridge_protocol_version mqttv50
 try_private true"
 
-# tolk NAME STORAGE: a tolk bridged to the remote, with [storage] on or off; sets PORT_OF[NAME].
+# tolk NAME STORAGE: a tolk bridged to the remote (as bridge NAME, so each has its own client
+# id there), with [storage] on or off; sets PORT_OF[NAME].
 declare -A PORT_OF=()
 tolk() {
-    local dir=$WORK/$1 port http
+    local port http
     free_port; port=$FREE_PORT; free_port; http=$FREE_PORT
-    mkdir -p "$dir"
-    cat >"$dir/tolk.toml" <<CONF
-node_name = "bench"
-data_dir = "$dir/data"
-[log]
-level = "warn"
-[http]
-bind = "127.0.0.1:$http"
-[mqtt]
-bind = "127.0.0.1:$port"
-max_connections_per_address = 1000000
-[stomp]
-enabled = false
-[amqp]
-enabled = false
-[mqttsn]
-enabled = false
-[wsn]
-enabled = false
-[storage]
+    TOLK_NAME=$1 start_tolk_mqtt "$http" "$port" "max_connections_per_address = 1000000" "[storage]
 enabled = $2
 [[bridge]]
-name = "remote"
-kind = "mqtt"
-url = "mqtt://127.0.0.1:$REMOTE"
-topics = ["tolkbench/# out 1"]
-CONF
-    "$TOLK" --config "$dir/tolk.toml" >"$dir/log" 2>&1 &
-    PIDS+=($!)
-    wait_port "$http" "$!" "$dir/log"
+name = \"$1\"
+kind = \"mqtt\"
+url = \"mqtt://127.0.0.1:$REMOTE\"
+topics = [\"tolkbench/# out 1\"]"
+    PIDS+=("$BROKER_PID")
+    BROKER_PID=
     until curl -fs "http://127.0.0.1:$http/api/bridges" | grep -q '"state":"up"'; do sleep 0.05; done
     PORT_OF[$1]=$port
 }

@@ -138,10 +138,12 @@ tolk_set_pending() {
 # for every listener, and PORT to the MQTT port (empty without an MQTT listener).
 # start_tolk_mqtt HTTP_PORT MQTT_PORT [MQTT_LINES] [MORE_TOML]: tolk with only MQTT and HTTP,
 # on those loopback ports, MQTT_LINES added to [mqtt] and MORE_TOML at the end; waits until HTTP
-# answers (bound after MQTT).
+# answers (bound after MQTT). TOLK_NAME (default tolk) names its files in $WORK, so that several
+# can run at once.
 start_tolk_mqtt() {
-    cat >"$WORK/tolk.toml" <<CONF
-data_dir = "$WORK/tolk-data"
+    local name=${TOLK_NAME:-tolk}
+    cat >"$WORK/$name.toml" <<CONF
+data_dir = "$WORK/$name-data"
 [log]
 level = "warn"
 [http]
@@ -159,9 +161,9 @@ enabled = false
 enabled = false
 ${4:-}
 CONF
-    "$TOLK" --config "$WORK/tolk.toml" >"$WORK/tolk.log" 2>&1 &
+    "$TOLK" --config "$WORK/$name.toml" >"$WORK/$name.log" 2>&1 &
     BROKER_PID=$!
-    wait_port "$1" "$BROKER_PID" "$WORK/tolk.log"
+    wait_port "$1" "$BROKER_PID" "$WORK/$name.log"
 }
 
 start_tolk() {

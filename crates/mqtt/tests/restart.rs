@@ -27,6 +27,17 @@ fn publish(topic: &str, qos: QoS, id: u16) -> Packet {
     }))
 }
 
+fn open_store(dir: &tempfile::TempDir) -> Arc<FjallStore> {
+    FjallStore::open(dir.path(), &StorageConfig::default()).unwrap()
+}
+
+/// A router on `store`, with what it kept restored.
+fn router(store: Arc<FjallStore>) -> Router {
+    let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
+    router.attach_store(store).unwrap();
+    router
+}
+
 async fn recv_publish(raw: &mut Raw) -> Box<Publish> {
     match raw.recv3().await {
         Some(Packet::Publish(p)) => p,
@@ -37,12 +48,7 @@ async fn recv_publish(raw: &mut Raw) -> Box<Publish> {
 #[tokio::test]
 async fn in_flight_deliveries_resume_under_their_packet_ids_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let open = || FjallStore::open(dir.path(), &StorageConfig::default()).unwrap();
-    let router = |store: Arc<FjallStore>| {
-        let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
-        router.attach_store(store).unwrap();
-        router
-    };
+    let open = || open_store(&dir);
 
     let store = open();
     let broker = start_on(config(), router(store.clone())).await;
@@ -107,12 +113,7 @@ async fn in_flight_deliveries_resume_under_their_packet_ids_after_a_restart() {
 #[tokio::test]
 async fn a_shared_group_of_persistent_members_keeps_its_messages_while_they_are_away_and_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let open = || FjallStore::open(dir.path(), &StorageConfig::default()).unwrap();
-    let router = |store: Arc<FjallStore>| {
-        let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
-        router.attach_store(store).unwrap();
-        router
-    };
+    let open = || open_store(&dir);
     let subscribe =
         |filter: &str| Packet::Subscribe { packet_id: pid(1), topic_filters: vec![(filter.into(), QoS::AtLeastOnce)] };
 
