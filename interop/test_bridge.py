@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import paho.mqtt.client as paho
+import pytest
 import requests
 
 from conftest import Broker, free_port
@@ -110,17 +111,6 @@ def wait_for(what, check):
         time.sleep(0.05)
 
 
-def remote_goes_away(tolk, remote):
-    """With the bridge up, a persistent subscriber to sensors/# at the remote (its subscription
-    outlives Mosquitto's restart); then the remote stops, and the bridge goes down."""
-    wait_for("the bridge up", lambda: bridges(tolk)["up"]["state"] == "up")
-    far = Client(remote.port, "far", clean=False)
-    far.subscribe("sensors/#")
-    far.close()
-    remote.stop()
-    wait_for("the bridge down", lambda: bridges(tolk)["up"]["state"] == "down")
-
-
 def bridged_tolk(workdir, node, url, topics, settings=""):
     rules = ", ".join(f'"{t}"' for t in topics)
     table = (
@@ -163,38 +153,51 @@ def test_messages_cross_to_and_from_mosquitto_once_each(tmp_path):
         remote.stop()
 
 
-def test_an_outage_of_30_seconds_loses_no_qos1_message(tmp_path):
+@pytest.fixture
+def outage(tmp_path):
+    """A tolk bridged to a Mosquitto (`sensors/# out 1`) that has just gone away, with a
+    persistent subscriber to sensors/# there (its subscription outlives Mosquitto's restart).
+    Yields (remote, tolk), the bridge down."""
     remote = Mosquitto(tmp_path).start()
     tolk = bridged_tolk(tmp_path / "tolk", "gw1", f"mqtt://127.0.0.1:{remote.port}", ["sensors/# out 1"])
     try:
-        remote_goes_away(tolk, remote)
-        down_at = time.monotonic()  # the remote stopped before this: the outage is longer
-
-        near = Client(tolk.port("mqtt"), "near")
-        sent = 0
-        while time.monotonic() - down_at < 30:
-            # QoS 0 first: the PUBACK of the QoS 1 after it says both were taken.
-            near.publish("sensors/lossy", b"qos0", qos=0)
-            near.publish(f"sensors/{sent}", f"kept {sent}".encode())
-            sent += 1
-            time.sleep(0.1)
-        status = bridges(tolk)["up"]
-        assert status["state"] == "down" and status["spool_messages"] == sent, status
-        metrics = requests.get(f"http://127.0.0.1:{tolk.port('http')}/metrics", timeout=5).text
-        assert f'tolk_messages_dropped_total{{protocol="mqtt",reason="remote_down"}} {sent}' in metrics
-
-        remote.start()
+        wait_for("the bridge up", lambda: bridges(tolk)["up"]["state"] == "up")
         far = Client(remote.port, "far", clean=False)
-        wait_for("the spool drained", lambda: bridges(tolk)["up"]["spool_messages"] == 0)
-        near.publish("sensors/end", b"")
-        got = [m for m in far.until("sensors/end")]
-        expected = [(f"sensors/{i}", f"kept {i}".encode()) for i in range(sent)]
-        assert sorted(set(got)) == sorted(expected), f"{len(set(got))} of {sent} arrived"
-        near.close()
+        far.subscribe("sensors/#")
         far.close()
+        remote.stop()
+        wait_for("the bridge down", lambda: bridges(tolk)["up"]["state"] == "down")
+        yield remote, tolk
     finally:
         tolk.stop()
         remote.stop()
+
+
+def test_an_outage_of_30_seconds_loses_no_qos1_message(outage):
+    remote, tolk = outage
+    down_at = time.monotonic()  # the remote stopped before this: the outage is longer
+    near = Client(tolk.port("mqtt"), "near")
+    sent = 0
+    while time.monotonic() - down_at < 30:
+        # QoS 0 first: the PUBACK of the QoS 1 after it says both were taken.
+        near.publish("sensors/lossy", b"qos0", qos=0)
+        near.publish(f"sensors/{sent}", f"kept {sent}".encode())
+        sent += 1
+        time.sleep(0.1)
+    status = bridges(tolk)["up"]
+    assert status["state"] == "down" and status["spool_messages"] == sent, status
+    metrics = requests.get(f"http://127.0.0.1:{tolk.port('http')}/metrics", timeout=5).text
+    assert f'tolk_messages_dropped_total{{protocol="mqtt",reason="remote_down"}} {sent}' in metrics
+
+    remote.start()
+    far = Client(remote.port, "far", clean=False)
+    wait_for("the spool drained", lambda: bridges(tolk)["up"]["spool_messages"] == 0)
+    near.publish("sensors/end", b"")
+    got = [m for m in far.until("sensors/end")]
+    expected = [(f"sensors/{i}", f"kept {i}".encode()) for i in range(sent)]
+    assert sorted(set(got)) == sorted(expected), f"{len(set(got))} of {sent} arrived"
+    near.close()
+    far.close()
 
 
 def test_a_refused_login_is_logged_and_retried_and_the_broker_carries_on(tmp_path):
@@ -262,27 +265,21 @@ def test_two_tolks_bridged_both_ways_make_no_loop(tmp_path):
         b.stop()
 
 
-def test_the_spool_survives_a_kill_of_tolk(tmp_path):
-    remote = Mosquitto(tmp_path).start()
-    tolk = bridged_tolk(tmp_path / "tolk", "gw1", f"mqtt://127.0.0.1:{remote.port}", ["sensors/# out 1"])
-    try:
-        remote_goes_away(tolk, remote)
-        near = Client(tolk.port("mqtt"), "near")
-        for i in range(50):
-            near.publish(f"sensors/{i}", f"spooled {i}".encode())
-        near.close()
-        # Every PUBACK came after the spool had the message on disk.
-        tolk.process.kill()
-        tolk.process.wait(10)
-        tolk.start()
-        assert bridges(tolk)["up"]["spool_messages"] == 50
-        remote.start()
-        far = Client(remote.port, "far", clean=False)
-        got = set()
-        while len(got) < 50:
-            got.add(far.inbox.get(timeout=WAIT))
-        assert got == {(f"sensors/{i}", f"spooled {i}".encode()) for i in range(50)}
-        far.close()
-    finally:
-        tolk.stop()
-        remote.stop()
+def test_the_spool_survives_a_kill_of_tolk(outage):
+    remote, tolk = outage
+    near = Client(tolk.port("mqtt"), "near")
+    for i in range(50):
+        near.publish(f"sensors/{i}", f"spooled {i}".encode())
+    near.close()
+    # Every PUBACK came after the spool had the message on disk.
+    tolk.process.kill()
+    tolk.process.wait(10)
+    tolk.start()
+    assert bridges(tolk)["up"]["spool_messages"] == 50
+    remote.start()
+    far = Client(remote.port, "far", clean=False)
+    got = set()
+    while len(got) < 50:
+        got.add(far.inbox.get(timeout=WAIT))
+    assert got == {(f"sensors/{i}", f"spooled {i}".encode()) for i in range(50)}
+    far.close()
