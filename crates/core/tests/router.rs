@@ -182,3 +182,31 @@ async fn a_subscriber_still_full_after_the_grace_is_closed_as_slow_consumer() {
     assert!(!publisher.is_congesting());
     assert!(slow.receiver().try_drain(&mut Vec::new(), 10).is_err(), "marked as slow consumer");
 }
+
+#[test]
+fn a_bridges_spool_is_refused_to_clients_and_open_to_its_bridge() {
+    use tolk_core::access::{Resource, Right};
+    let r = router();
+    let spool = format!("{}uplink", tolk_core::SPOOL_PREFIX);
+    let client = r.open_session(Protocol::Amqp);
+    assert!(!client.may_use(Resource::Queue(&spool), &[Right::Read, Right::Write, Right::Configure]));
+    assert!(client.may_use(Resource::Queue("orders"), &[Right::Read]), "other queues stay open without an ACL");
+    let bridge = r.open_session(Protocol::Bridge);
+    assert!(bridge.may_use(Resource::Queue(&spool), &[Right::Read]));
+}
+
+#[test]
+fn a_message_that_passed_this_node_is_dropped_as_a_loop() {
+    let r = router();
+    r.set_node_name("gw1");
+    let publisher = r.open_session(Protocol::Mqtt);
+    let subscriber = r.open_session(Protocol::Mqtt);
+    subscriber.subscribe("t", 0, SubscriptionOptions::default()).unwrap();
+    let mut looped = Message::clone(&message(&publisher, "t", "x", QoS::AtLeastOnce));
+    looped.props.user = tolk_core::path::through(&[], "gw1");
+    assert_eq!(publisher.publish(Arc::new(looped)).delivered, 0);
+    let mut elsewhere = Message::clone(&message(&publisher, "t", "y", QoS::AtLeastOnce));
+    elsewhere.props.user = tolk_core::path::through(&[], "gw2");
+    assert_eq!(publisher.publish(Arc::new(elsewhere)).delivered, 1);
+    assert_eq!(r.metrics().protocol(Protocol::Mqtt).dropped_count(tolk_core::DropReason::Loop), 1);
+}
