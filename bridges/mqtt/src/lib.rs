@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rumqttc::v5::mqttbytes::QoS as WireQoS;
-use rumqttc::v5::mqttbytes::v5::{Filter, Packet, Publish, PublishProperties, RetainForwardRule};
+use rumqttc::v5::mqttbytes::v5::{Filter, Packet, PubAck, PubComp, Publish, PublishProperties, RetainForwardRule};
 use rumqttc::v5::{AsyncClient, ConnectionError, Event, MqttOptions};
 use rumqttc::{Outgoing, TlsConfiguration, Transport};
 use tokio::time::Instant;
@@ -168,14 +168,9 @@ async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_br
                             Err(reason) => return Some(reason),
                         }
                     }
-                    Ok(Event::Incoming(Packet::PubAck(ack))) => {
-                        if let Some(out) = unacked.remove(&ack.pkid) {
-                            link.confirmed(out);
-                            last_progress = Instant::now();
-                        }
-                    }
-                    Ok(Event::Incoming(Packet::PubComp(comp))) => {
-                        if let Some(out) = unacked.remove(&comp.pkid) {
+                    // The end of a QoS 1 (PUBACK) or QoS 2 (PUBCOMP) flow.
+                    Ok(Event::Incoming(Packet::PubAck(PubAck { pkid, .. }) | Packet::PubComp(PubComp { pkid, .. }))) => {
+                        if let Some(out) = unacked.remove(&pkid) {
                             link.confirmed(out);
                             last_progress = Instant::now();
                         }

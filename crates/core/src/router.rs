@@ -111,6 +111,17 @@ pub struct SubscriptionOptions {
     pub max_hops: Option<u8>,
 }
 
+impl SubscriptionOptions {
+    /// Whether these options keep `message` from a subscription owned by `owner`: its own
+    /// publish under no-local, its bridge's own under `not_from`, or past the hop limit.
+    fn leaves_out(&self, owner: SessionId, message: &Message) -> bool {
+        let from = message.origin.session;
+        (self.no_local && owner == from)
+            || self.not_from == Some(from)
+            || self.max_hops.is_some_and(|max| crate::path::hops(message) >= usize::from(max))
+    }
+}
+
 impl Default for SubscriptionOptions {
     fn default() -> Self {
         SubscriptionOptions {
@@ -431,12 +442,7 @@ impl Router {
         let now = Instant::now();
         let subs = self.read();
         subs.trie.for_each_match(&message.topic, |s| {
-            if s.options.no_local && s.owner == message.origin.session {
-                return;
-            }
-            if s.options.not_from == Some(message.origin.session)
-                || s.options.max_hops.is_some_and(|max| crate::path::hops(&message) >= usize::from(max))
-            {
+            if s.options.leaves_out(s.owner, &message) {
                 return;
             }
             if let Some(check) = &s.read_check

@@ -82,10 +82,15 @@ impl Outgoing {
         self.entries.push_back(OutEntry { packet_id, stage });
     }
 
+    /// Removes the flow `id` if it is at the stage `at` picks, and returns its stage.
+    fn take(&mut self, id: NonZeroU16, at: impl Fn(&Stage) -> bool) -> Option<Stage> {
+        let i = self.entries.iter().position(|e| e.packet_id == id && at(&e.stage))?;
+        self.entries.remove(i).map(|e| e.stage)
+    }
+
     /// PUBACK: the QoS 1 flow is complete. Returns the delivery to settle.
     pub fn puback(&mut self, id: NonZeroU16) -> Option<Delivery> {
-        let i = self.entries.iter().position(|e| e.packet_id == id && matches!(e.stage, Stage::Puback(_)))?;
-        match self.entries.remove(i)?.stage {
+        match self.take(id, |s| matches!(s, Stage::Puback(_)))? {
             Stage::Puback(delivery) => Some(delivery),
             _ => None,
         }
@@ -107,8 +112,7 @@ impl Outgoing {
 
     /// PUBREC with a failure reason (MQTT 5): the flow ends there (§4.3.3).
     pub fn pubrec_failed(&mut self, id: NonZeroU16) -> Option<Delivery> {
-        let i = self.entries.iter().position(|e| e.packet_id == id && matches!(e.stage, Stage::Pubrec(_)))?;
-        match self.entries.remove(i)?.stage {
+        match self.take(id, |s| matches!(s, Stage::Pubrec(_)))? {
             Stage::Pubrec(delivery) => Some(delivery),
             _ => None,
         }
@@ -116,8 +120,7 @@ impl Outgoing {
 
     /// PUBCOMP: the QoS 2 flow is complete. Returns where the delivery was kept (0: nowhere).
     pub fn pubcomp(&mut self, id: NonZeroU16) -> Option<u64> {
-        let i = self.entries.iter().position(|e| e.packet_id == id && matches!(e.stage, Stage::Pubcomp { .. }))?;
-        match self.entries.remove(i)?.stage {
+        match self.take(id, |s| matches!(s, Stage::Pubcomp { .. }))? {
             Stage::Pubcomp { stored } => Some(stored),
             _ => None,
         }

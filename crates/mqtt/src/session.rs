@@ -317,12 +317,7 @@ impl MqttSession {
     /// the message again once the client may have completed the flow (MQTT 3.1.1 §4.3.3).
     fn on_pubrec(&mut self, id: NonZeroU16) {
         let Some(delivery) = self.state.outgoing.pubrec(id) else {
-            let release = v5::PublishAck2 {
-                packet_id: id,
-                reason_code: PublishAck2Reason::PacketIdNotFound,
-                ..Default::default()
-            };
-            return self.send(Packet::PublishRelease(release));
+            return self.send_release(id, PublishAck2Reason::PacketIdNotFound);
         };
         if let Some(ack) = &delivery.ack {
             ack.ack();
@@ -452,13 +447,13 @@ impl MqttSession {
     fn place(&mut self, stored: bool, what: Deferred) {
         match self.awaiting_store.place(&self.state.core, stored, what) {
             Some(Deferred::Ack(ack)) => self.send_ack(ack.qos, ack.packet_id, ack.reason),
-            Some(Deferred::Release(id)) => self.send_release(id),
+            Some(Deferred::Release(id)) => self.send_release(id, PublishAck2Reason::Success),
             None => {}
         }
     }
 
-    fn send_release(&mut self, packet_id: NonZeroU16) {
-        self.send(Packet::PublishRelease(v5::PublishAck2 { packet_id, ..Default::default() }));
+    fn send_release(&mut self, packet_id: NonZeroU16, reason_code: PublishAck2Reason) {
+        self.send(Packet::PublishRelease(v5::PublishAck2 { packet_id, reason_code, ..Default::default() }));
     }
 
     fn send_ack(&mut self, qos: WireQoS, packet_id: Option<NonZeroU16>, reason_code: PublishAckReason) {
@@ -485,7 +480,7 @@ impl MqttSession {
                     // PUBCOMP would send it again.
                     tracing::warn!(client_id = %self.state.client_id, %error, "a release could not be stored");
                 }
-                self.send_release(id);
+                self.send_release(id, PublishAck2Reason::Success);
                 return Ok(());
             }
         };

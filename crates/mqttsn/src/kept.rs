@@ -23,7 +23,7 @@ use tolk_core::store::Durable;
 use tolk_core::store::record::{self, SessionRecord, SubscriptionRecord};
 use tolk_core::{Protocol, QoS, Session};
 
-/// A will as kept: WILLTOPIC's fields and WILLMSG.
+/// A will as kept: WILLTOPIC's fields (the QoS as its two flag bits) and WILLMSG.
 #[derive(Serialize, Deserialize)]
 struct KeptWill {
     topic: String,
@@ -34,17 +34,9 @@ struct KeptWill {
 
 /// A will's record, for [`save`].
 pub(crate) fn encode_will(topic: &WillTopic, payload: &[u8]) -> Vec<u8> {
-    let qos = match topic.qos {
-        WireQoS::Zero | WireQoS::MinusOne => 0,
-        WireQoS::One => 1,
-        WireQoS::Two => 2,
-    };
-    record::encode_record(&KeptWill {
-        topic: topic.topic.clone(),
-        qos,
-        retain: topic.retain,
-        payload: payload.to_vec(),
-    })
+    let will =
+        KeptWill { topic: topic.topic.clone(), qos: topic.qos.bits(), retain: topic.retain, payload: payload.to_vec() };
+    record::encode_record(&will)
 }
 
 /// A kept will read back; `None` (with a log line) when it cannot be read.
@@ -56,12 +48,8 @@ pub(crate) fn decode_will(client_id: &str, bytes: &[u8]) -> Option<(WillTopic, B
             return None;
         }
     };
-    let qos = match will.qos {
-        1 => WireQoS::One,
-        2 => WireQoS::Two,
-        _ => WireQoS::Zero,
-    };
-    Some((WillTopic { qos, retain: will.retain, topic: will.topic }, Bytes::from(will.payload)))
+    let topic = WillTopic { qos: WireQoS::from_bits(will.qos), retain: will.retain, topic: will.topic };
+    Some((topic, Bytes::from(will.payload)))
 }
 
 /// Writes a persistent session's record (`offline_for`: how long it lives on, once offline;
