@@ -5,122 +5,14 @@ with paho on one side and asserts, byte for byte, what arrives on the other. Wai
 events (a message, a state in /api/bridges), except the outage, whose length is the point.
 """
 
-import queue
-import shutil
-import signal
 import subprocess
-import threading
 import time
-from pathlib import Path
 
-import paho.mqtt.client as paho
 import pytest
 import requests
 
-from conftest import Broker, free_port
-
-WAIT = 20
-
-
-class Mosquitto:
-    """Debian's Mosquitto on one loopback port, restartable on the same port and with the same
-    persistence file (saved when it stops)."""
-
-    def __init__(self, workdir: Path, config=""):
-        self.port = free_port()
-        self.workdir = workdir
-        self.conf = workdir / "mosquitto.conf"
-        if "allow_anonymous" not in config:
-            config = "allow_anonymous true\n" + config
-        # user root: Mosquitto started as root would switch to its own user, which cannot read here.
-        self.conf.write_text(
-            f"user root\nlistener {self.port} 127.0.0.1\npersistence true\n"
-            f"persistence_location {workdir}/\nmax_queued_messages 0\n{config}\n"
-        )
-        self.process = None
-
-    def start(self):
-        binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-        self.process = subprocess.Popen(
-            [binary, "-c", str(self.conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        for line in self.process.stdout:
-            if line.rstrip().endswith(" running"):
-                # Keep reading its output so that it never blocks on a full pipe.
-                threading.Thread(target=lambda out=self.process.stdout: [None for _ in out], daemon=True).start()
-                return self
-        raise RuntimeError(f"mosquitto did not start with {self.conf}")
-
-    def reload(self):
-        self.process.send_signal(signal.SIGHUP)
-
-    def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-
-
-class Client:
-    """A paho client whose messages arrive on a queue as (topic, payload)."""
-
-    def __init__(self, port, client_id, clean=True, version=paho.MQTTv311):
-        self.inbox = queue.Queue()
-        self.client = paho.Client(
-            paho.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=version, clean_session=clean
-        )
-        self.connected = threading.Event()
-        self.client.on_connect = lambda c, u, flags, reason, props: self.connected.set()
-        self.client.on_message = lambda c, u, m: self.inbox.put((m.topic, m.payload))
-        self.client.connect("127.0.0.1", port)
-        self.client.loop_start()
-        assert self.connected.wait(WAIT), f"no CONNACK from port {port}"
-
-    def subscribe(self, topic, qos=1):
-        done = threading.Event()
-        self.client.on_subscribe = lambda *args: done.set()
-        self.client.subscribe(topic, qos)
-        assert done.wait(WAIT), "no SUBACK"
-
-    def publish(self, topic, payload, qos=1):
-        self.client.publish(topic, payload, qos=qos).wait_for_publish(WAIT)
-
-    def until(self, marker):
-        """Everything that arrives before `marker`'s topic."""
-        got = []
-        while True:
-            topic, payload = self.inbox.get(timeout=WAIT)
-            if topic == marker:
-                return got
-            got.append((topic, payload))
-
-    def close(self):
-        self.client.disconnect()
-        self.client.loop_stop()
-
-
-def bridges(tolk):
-    r = requests.get(f"http://127.0.0.1:{tolk.port('http')}/api/bridges", timeout=5)
-    r.raise_for_status()
-    return {b["name"]: b for b in r.json()}
-
-
-def wait_for(what, check):
-    deadline = time.monotonic() + WAIT
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def bridged_tolk(workdir, node, url, topics, settings=""):
-    rules = ", ".join(f'"{t}"' for t in topics)
-    table = (
-        f'[[bridge]]\nname = "up"\nkind = "mqtt"\nurl = "{url}"\ntopics = [{rules}]\n'
-        f'reconnect_min = "100ms"\nreconnect_max = "1s"\n{settings}'
-    )
-    workdir.mkdir(exist_ok=True)
-    tolk = Broker(workdir, top=f'node_name = "{node}"', extra=table)
-    tolk.start()
-    return tolk
+from bridging import WAIT, Client, Mosquitto, bridged_tolk, bridges, one_copy_each_side, refused_and_unaffected, wait_for
+from conftest import Broker
 
 
 def test_messages_cross_to_and_from_mosquitto_once_each(tmp_path):
@@ -213,13 +105,7 @@ def test_a_refused_login_is_logged_and_retried_and_the_broker_carries_on(tmp_pat
         'username = "bridge"\npassword = "wrong"\n',
     )
     try:
-        wait_for("the refusal", lambda: "refused" in (bridges(tolk)["up"]["last_error"] or ""))
-        assert bridges(tolk)["up"]["state"] == "down"
-        # The broker itself is unaffected.
-        near = Client(tolk.port("mqtt"), "near")
-        near.subscribe("local")
-        near.publish("local", b"still here")
-        assert near.inbox.get(timeout=WAIT) == ("local", b"still here")
+        refused_and_unaffected(tolk)
         # Give the bridge the password it uses: it gets in on a later attempt.
         subprocess.run(["mosquitto_passwd", "-b", str(passwd), "bridge", "wrong"], check=True)
         remote.reload()
@@ -227,7 +113,6 @@ def test_a_refused_login_is_logged_and_retried_and_the_broker_carries_on(tmp_pat
         log = tolk.log.read_text()
         assert log.count("bridge down") == 1, "one line per reason, not one per attempt"
         assert "bridge up" in log
-        near.close()
     finally:
         tolk.stop()
         remote.stop()
@@ -240,30 +125,10 @@ def test_two_tolks_bridged_both_ways_make_no_loop(tmp_path):
     a = bridged_tolk(tmp_path / "a", "a", f"mqtt://127.0.0.1:{b.port('mqtt')}", ["# both 1"])
     try:
         wait_for("the bridge up", lambda: bridges(a)["up"]["state"] == "up")
-        at_a, at_b = Client(a.port("mqtt"), "at-a"), Client(b.port("mqtt"), "at-b")
-        at_a.subscribe("data/#")
-        at_b.subscribe("data/#")
-        for i in range(50):
-            at_a.publish(f"data/a/{i}", b"from a")
-            at_b.publish(f"data/b/{i}", b"from b")
-        at_a.publish("data/end-a", b"")
-        at_b.publish("data/end-b", b"")
-        for side in (at_a, at_b):
-            got = []
-            while sum(1 for t, _ in got if t.startswith("data/end")) < 2:
-                got.append(side.inbox.get(timeout=WAIT))
-            data = [t for t, _ in got if not t.startswith("data/end")]
-            assert sorted(data) == sorted([f"data/a/{i}" for i in range(50)] + [f"data/b/{i}" for i in range(50)])
-        # Nothing still going round: a last marker is the next thing either side sees.
-        at_a.publish("data/last", b"")
-        assert at_a.inbox.get(timeout=WAIT)[0] == "data/last"
-        assert at_b.inbox.get(timeout=WAIT)[0] == "data/last"
-        at_a.close()
-        at_b.close()
+        one_copy_each_side(a, b, 50)
     finally:
         a.stop()
         b.stop()
-
 
 def test_the_spool_survives_a_kill_of_tolk(outage):
     remote, tolk = outage
@@ -283,3 +148,60 @@ def test_the_spool_survives_a_kill_of_tolk(outage):
         got.add(far.inbox.get(timeout=WAIT))
     assert got == {(f"sensors/{i}", f"spooled {i}".encode()) for i in range(50)}
     far.close()
+
+
+def test_bridges_over_tls_trust_the_ca_file(tmp_path):
+    """mqtts:// and amqps:// to another tolk's TLS listeners, trusting its CA (ca_file)."""
+    (tmp_path / "b").mkdir()
+    b = Broker(tmp_path / "b", top='node_name = "b"')
+    b.start()
+    (tmp_path / "a").mkdir()
+    tables = ""
+    for name, kind, scheme, section in (("m", "mqtt", "mqtts", "mqtt-tls"), ("q", "amqp", "amqps", "amqp-tls")):
+        host = "127.0.0.1" if kind == "mqtt" else "guest:guest@127.0.0.1"
+        tables += (
+            f'[[bridge]]\nname = "{name}"\nkind = "{kind}"\nurl = "{scheme}://{host}:{b.port(section)}"\n'
+            f'ca_file = "{b.ca_file}"\ntopics = ["tls/{name}/# out 1"]\nreconnect_min = "100ms"\n'
+        )
+    a = Broker(tmp_path / "a", top='node_name = "a"', extra=tables)
+    a.start()
+    try:
+        wait_for("both bridges up", lambda: all(s["state"] == "up" for s in bridges(a).values()))
+        at_b = Client(b.port("mqtt"), "at-b")
+        at_b.subscribe("tls/#")
+        at_a = Client(a.port("mqtt"), "at-a")
+        at_a.publish("tls/m/1", b"over mqtts")
+        at_a.publish("tls/q/1", b"over amqps")
+        got = {at_b.inbox.get(timeout=WAIT), at_b.inbox.get(timeout=WAIT)}
+        assert got == {("tls/m/1", b"over mqtts"), ("tls/q/1", b"over amqps")}
+        at_a.close()
+        at_b.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_wsn_bridge_between_two_tolks_makes_no_loop(tmp_path):
+    """tolk a Subscribes at tolk b's NotificationBroker with its own consumer and sends its
+    messages there as Notify; both ways on `#`, each side gets one copy of everything."""
+    (tmp_path / "b").mkdir()
+    b = Broker(tmp_path / "b", top='node_name = "b"')
+    b.start()
+    (tmp_path / "a").mkdir()
+    a = Broker(tmp_path / "a", top='node_name = "a"')
+    with open(a.config, "a") as config:
+        config.write(
+            f'[[bridge]]\nname = "up"\nkind = "wsn"\nurl = "http://127.0.0.1:{b.port("http")}/wsn"\n'
+            f'local_url = "http://127.0.0.1:{a.port("http")}"\ntopics = ["data/# both 1"]\nremote_node = "b"\n'
+            'reconnect_min = "100ms"\nreconnect_max = "1s"\n'
+        )
+    a.start()
+    try:
+        wait_for("the bridge up", lambda: bridges(a)["up"]["state"] == "up")
+        one_copy_each_side(a, b, 20)
+        metrics = requests.get(f"http://127.0.0.1:{a.port('http')}/metrics", timeout=5).text
+        assert 'tolk_messages_dropped_total{protocol="bridge",reason="loop"}' in metrics
+    finally:
+        a.stop()
+        b.stop()
+    assert "bridge down" not in a.log.read_text()

@@ -517,9 +517,13 @@ impl FrontEnd for Wsn {
     }
 
     fn outbound(&mut self, delivery: &Delivery) -> &[u8] {
-        let notification =
-            tolk_wsn::translate::notification_of(delivery, Some(&self.subscription), Some(WSN_NAMESPACE), &self.limits)
-                .expect("the topic has a WS-N form");
+        let notification = tolk_wsn::translate::notification_of(
+            &delivery.message,
+            Some(&self.subscription),
+            Some(WSN_NAMESPACE),
+            &self.limits,
+        )
+        .expect("the topic has a WS-N form");
         self.out = write_notify(
             SoapVersion::V12,
             AddressingVersion::W3c,

@@ -78,7 +78,8 @@ impl Default for Config {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
-    /// Minimum level, or any `tracing` filter directive.
+    /// Minimum level (`info`), or per-module directives after it (`info,tolk_mqtt=debug`), as in
+    /// `RUST_LOG`, which overrides it when set.
     pub level: String,
 }
 
@@ -164,6 +165,12 @@ impl Config {
 
     /// Checks what serde cannot: sizes that must be positive, listeners that clash.
     fn validate(&self) -> anyhow::Result<()> {
+        if self.log.level.parse::<tracing_subscriber::filter::Targets>().is_err() {
+            bail!(
+                "log.level {:?}: a level (info), or a level and module=level directives (info,tolk_mqtt=debug)",
+                self.log.level
+            );
+        }
         let core = &self.core;
         for (field, value) in [
             ("core.outbox_capacity", core.outbox_capacity),
@@ -271,7 +278,10 @@ impl Config {
 
     /// The `[[bridge]]` tables with the bridge kinds this binary has.
     fn bridges(&self) -> tolk_bridge::Bridges {
-        tolk_bridge::Bridges::new(self.bridge.clone(), vec![tolk_bridge_mqtt::runner()])
+        tolk_bridge::Bridges::new(
+            self.bridge.clone(),
+            vec![tolk_bridge_mqtt::runner(), tolk_bridge_amqp::runner(), tolk_bridge_wsn::runner()],
+        )
     }
 
     /// `node_name`, or the host name when it is not set.
@@ -332,7 +342,8 @@ ack_timeout = "5s"
         for (bad, says) in [
             (text.replace("sensors/# out 1", "sensors/# sideways"), "direction"),
             (text.replace("mqtts://", "amqp://"), "mqtt:// or mqtts://"),
-            (text.replace("kind = \"mqtt\"", "kind = \"wsn\"").replace("mqtts://", "http://"), "not available yet"),
+            (text.replace("kind = \"mqtt\"", "kind = \"wsn\"").replace("mqtts://", "http://"), "needs local_url"),
+            (text.replace("kind = \"mqtt\"", "kind = \"wsn\"").replace("mqtts://", "https://"), "not available yet"),
             (text.replace("node_name = \"gw1\"", "node_name = \"a,b\""), "node_name"),
         ] {
             let err = format!("{:#}", Config::parse(&bad).unwrap_err());

@@ -1,63 +1,20 @@
 //! `tolk`: the broker binary. Reads the configuration, starts the router, the HTTP server and
 //! every enabled protocol front end, and shuts them down gracefully on SIGINT/SIGTERM.
 
+mod cli;
 mod config;
 mod http;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::Parser;
 use tolk_core::frontend::FrontEndContext;
 use tolk_core::{Metrics, Router};
 use tracing::{info, warn};
 
+use crate::cli::{Cli, Command};
 use crate::config::{Config, DEFAULT_CONFIG};
-
-/// A multi-protocol IoT broker: MQTT, MQTT-SN, STOMP, AMQP 0.9.1 and WS-Notification share one
-/// topic space.
-#[derive(Debug, Parser)]
-#[command(version, about)]
-struct Cli {
-    /// Configuration file (TOML). Without it, the built-in defaults are used.
-    #[arg(short, long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Print the default configuration, with every setting documented, and exit.
-    #[arg(long, conflicts_with_all = ["config", "check_config"])]
-    print_default_config: bool,
-    /// Check the configuration file and exit: status 0 if it is valid.
-    #[arg(long)]
-    check_config: bool,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-#[derive(Debug, clap::Subcommand)]
-enum Command {
-    /// Add or update a user in a password file (mosquitto_passwd's format, which Mosquitto
-    /// reads too). The password is read from standard input, one line, unless given.
-    Passwd {
-        /// The password file; created if missing.
-        file: PathBuf,
-        /// The user name.
-        user: String,
-        /// The password (as mosquitto_passwd -b; it then shows in the process list).
-        #[arg(long)]
-        password: Option<String>,
-        /// Remove the user instead.
-        #[arg(long, conflicts_with = "password")]
-        delete: bool,
-        /// PBKDF2-HMAC-SHA512 rounds.
-        #[arg(long, default_value_t = tolk_auth::password_file::DEFAULT_ITERATIONS)]
-        iterations: u32,
-        /// Hash with argon2id instead (Mosquitto 2.1 reads it; 2.0 does not). Each uncached
-        /// login then costs about 7 MiB and a few milliseconds.
-        #[arg(long, conflicts_with_all = ["delete", "iterations"])]
-        argon2id: bool,
-    },
-}
 
 /// Which hash `tolk passwd` writes.
 enum Hashing {
@@ -106,10 +63,21 @@ fn passwd(file: &std::path::Path, user: &str, password: Option<String>, delete: 
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let Some(Command::Passwd { file, user, password, delete, iterations, argon2id }) = cli.command {
-        let hashing = if argon2id { Hashing::Argon2id } else { Hashing::Pbkdf2(iterations) };
-        return passwd(&file, &user, password, delete, hashing);
+    let cli = match Cli::parse() {
+        Ok(cli) => cli,
+        Err((text, 0)) => {
+            println!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err((text, status)) => {
+            eprintln!("{text}");
+            return ExitCode::from(status);
+        }
+    };
+    if let Some(Command::Passwd(p)) = cli.command {
+        let iterations = p.iterations.unwrap_or(tolk_auth::password_file::DEFAULT_ITERATIONS);
+        let hashing = if p.argon2id { Hashing::Argon2id } else { Hashing::Pbkdf2(iterations) };
+        return passwd(&p.file, &p.user, p.password, p.delete, hashing);
     }
     if cli.print_default_config {
         print!("{DEFAULT_CONFIG}");
@@ -148,13 +116,27 @@ fn main() -> ExitCode {
     }
 }
 
+/// Logs to stderr at `level` (checked with the configuration), or at `RUST_LOG` when that is
+/// set and valid. Per-module directives only (`tracing`'s `Targets`): the regex-based
+/// `EnvFilter` would add about 0.9 MB to the Pi binaries (docs/deploy-pi.md, "Binary size").
+/// lapin (the AMQP bridge's client) is silent unless named: it logs every failed connection
+/// attempt as an error, and the bridge already logs each reason once.
 fn init_logging(level: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let from_env = std::env::var("RUST_LOG").ok().filter(|spec| !spec.is_empty());
+    let bad_env = from_env.as_ref().is_some_and(|spec| spec.parse::<Targets>().is_err());
+    let spec = from_env.filter(|spec| spec.parse::<Targets>().is_ok()).unwrap_or_else(|| level.to_owned());
+    let mut filter = spec.parse::<Targets>().unwrap_or_else(|_| Targets::new().with_default(LevelFilter::INFO));
+    if !spec.contains("lapin") {
+        filter = filter.with_target("lapin", LevelFilter::OFF);
+    }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    tracing_subscriber::registry().with(fmt).with(filter).init();
+    if bad_env {
+        tracing::warn!("RUST_LOG is not a list of level directives (e.g. info,tolk_mqtt=debug); using [log] level");
+    }
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {

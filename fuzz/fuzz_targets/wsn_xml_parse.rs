@@ -1,19 +1,22 @@
-//! `wsn_xml::parse_request` (what the WS-N endpoint runs on every SOAP request body) and
-//! `XmlElement::parse` (message payloads) on arbitrary bytes. No prefix: the input is the
+//! `wsn_xml::parse_request` (what the WS-N endpoint runs on every SOAP request body),
+//! `parse_reply` (what the WS-N bridge runs on a remote's answers) and `XmlElement::parse`
+//! (message payloads) on arbitrary bytes. No prefix: the input is the
 //! document, so the corpus is plain XML.
 //!
-//! Checked: no panic; a parsed request written back with `write_request` (same SOAP version,
+//! Checked: no panic; a parsed request (with its `tolk:Path`) written back with `write_request` (same SOAP version,
 //! same WS-Addressing headers) parses to the same request; a parsed element reparsed from its
 //! own bytes is the same element.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use wsn_xml::{
-    EndpointReference, Limits, Request, RequestHeaders, TopicExpression, XmlElement, parse_request, write_request,
+    EndpointReference, Limits, Request, RequestHeaders, TopicExpression, XmlElement, parse_reply, parse_request,
+    write_request,
 };
 
 fuzz_target!(|data: &[u8]| {
     let limits = Limits::default();
+    let _ = parse_reply(data, &limits);
 
     if let Ok(envelope) = parse_request(data, &limits) {
         let to = envelope.addressing.to.clone().map(EndpointReference::new);
@@ -23,11 +26,13 @@ fuzz_target!(|data: &[u8]| {
             message_id: envelope.addressing.message_id.as_deref(),
             to: to.as_ref(),
             reply_to: envelope.addressing.reply_to.as_deref(),
+            path: envelope.path.as_deref(),
         };
         let written = write_request(envelope.soap, &headers, &envelope.request);
         match parse_request(&written, &limits) {
             Ok(mut back) => {
                 assert_eq!(back.soap, envelope.soap);
+                assert_eq!(back.path, envelope.path);
                 forget_borrowed_bindings(&envelope.request, &mut back.request);
                 same_payloads(&envelope.request, &mut back.request, &limits);
                 assert_eq!(

@@ -88,6 +88,10 @@ pub struct BridgeConfig {
     /// PEM certificates to trust for `mqtts://` and `amqps://`; default: the system's.
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
+    /// Where the remote reaches this broker's HTTP port (`http://gw1.lan:8080`), for WS-N
+    /// bridges with `in` rules: their consumer is served there, at `/bridges/<name>/<key>`.
+    #[serde(default)]
+    pub local_url: Option<String>,
     /// The remote's name on the path of the messages it brings in (default: this bridge's
     /// name). Set it to the remote tolk's `node_name` to make loops through it detectable
     /// on either side.
@@ -160,7 +164,23 @@ impl BridgeConfig {
             mqtt_version: default_mqtt_version(),
             exchange: default_exchange(),
             ca_file: None,
+            local_url: None,
             remote_node: None,
+        }
+    }
+
+    /// The url as logs show it: a password in it (`amqp://user:secret@host`) is replaced by
+    /// `***`.
+    pub fn url_for_logs(&self) -> String {
+        let Some((scheme, rest)) = self.url.split_once("://") else { return self.url.clone() };
+        let authority_end = rest.find('/').unwrap_or(rest.len());
+        match rest[..authority_end].rsplit_once('@') {
+            Some((userinfo, _)) if userinfo.contains(':') => {
+                let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+                let host_and_path = &rest[userinfo.len()..];
+                format!("{scheme}://{user}:***{host_and_path}")
+            }
+            _ => self.url.clone(),
         }
     }
 
@@ -213,6 +233,23 @@ impl BridgeConfig {
         if !schemes.iter().any(|s| self.url.starts_with(s)) {
             return Err(fail(&format!("a {} bridge's url starts with {}", self.kind.as_str(), schemes.join(" or "))));
         }
+        if self.kind == Kind::Wsn {
+            if self.url.starts_with("https://") {
+                return Err(fail("https:// remotes are not available yet for WS-N bridges; use http://"));
+            }
+            let comes_in = self.rules()?.iter().any(|r| r.direction.comes_in());
+            match &self.local_url {
+                None if comes_in => {
+                    return Err(fail(
+                        "a wsn bridge with in rules needs local_url: the address at which the remote reaches this broker's HTTP port (http://gw1.lan:8080)",
+                    ));
+                }
+                Some(url) if !url.starts_with("http://") && !url.starts_with("https://") => {
+                    return Err(fail("local_url starts with http:// or https://"));
+                }
+                _ => {}
+            }
+        }
         Ok(())
     }
 }
@@ -220,6 +257,16 @@ impl BridgeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_in_urls_stay_out_of_logs() {
+        let mut c = BridgeConfig::new("b", Kind::Amqp, "amqp://u:p@ss@h:5672/v", &["# out 1"]);
+        assert_eq!(c.url_for_logs(), "amqp://u:***@h:5672/v");
+        c.url = "amqps://user@h/%2f".into();
+        assert_eq!(c.url_for_logs(), "amqps://user@h/%2f");
+        c.url = "http://h:80/a@b:c".into();
+        assert_eq!(c.url_for_logs(), "http://h:80/a@b:c");
+    }
 
     #[test]
     fn the_defaults_validate() {

@@ -6,11 +6,13 @@
 //! Mosquitto's topic rule syntax ([`rule`]), the spool, the loop rules and the counters
 //! ([`Link`]), and the waits between connection attempts ([`Backoff`]). Each kind of remote is
 //! a crate of its own (`bridges/mqtt`, …) that provides a [`Runner`]: a task that connects,
-//! reconnects, and moves messages between its [`Link`] and the remote.
+//! reconnects, and moves messages between its [`Link`] and the remote, and the HTTP routes it
+//! serves on the broker's port, if any (the WS-N kind's consumer).
 
 #![warn(missing_docs)]
 
 mod backoff;
+mod commits;
 mod config;
 mod link;
 pub mod rule;
@@ -25,11 +27,31 @@ use std::sync::Arc;
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
 
 pub use backoff::Backoff;
+pub use commits::AwaitingStore;
 pub use config::{BridgeConfig, ConfigError, Kind};
-pub use link::{Link, Outbound, Refused};
+pub use link::{Inbound, Link, Outbound, Refused};
 
-/// A bridge kind's task: runs until the broker stops (its link's shutdown token).
-pub type Runner = fn(Link) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+/// Starts one bridge of a kind.
+pub type Runner = fn(Link) -> Launch;
+
+/// A started bridge: its task, which runs until the broker stops (its link's shutdown token),
+/// and the routes it serves on the broker's HTTP port.
+pub struct Launch {
+    task: Pin<Box<dyn Future<Output = ()> + Send>>,
+    routes: Option<axum::Router>,
+}
+
+impl Launch {
+    /// A bridge that is a task alone.
+    pub fn task(task: impl Future<Output = ()> + Send + 'static) -> Self {
+        Launch { task: Box::pin(task), routes: None }
+    }
+
+    /// A bridge that also serves `routes` on the broker's HTTP port.
+    pub fn with_routes(task: impl Future<Output = ()> + Send + 'static, routes: axum::Router) -> Self {
+        Launch { task: Box::pin(task), routes: Some(routes) }
+    }
+}
 
 /// Every configured bridge, started as one front end (it listens on nothing).
 pub struct Bridges {
@@ -75,15 +97,23 @@ impl FrontEnd for Bridges {
                 Some(node) => node.clone(),
                 None => Arc::from("tolk"),
             };
+            let mut routes: Option<axum::Router> = None;
             for config in self.configs {
                 let Some(&(_, runner)) = self.runners.iter().find(|(kind, _)| *kind == config.kind) else { continue };
                 let name = config.name.clone();
                 let link = Link::open(&ctx, config, node.clone())
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
                 tracing::info!(bridge = %name, "bridge starting");
-                ctx.tracker.spawn(runner(link));
+                let launch = runner(link);
+                ctx.tracker.spawn(launch.task);
+                if let Some(more) = launch.routes {
+                    routes = Some(match routes {
+                        Some(routes) => routes.merge(more),
+                        None => more,
+                    });
+                }
             }
-            Ok(Started::default())
+            Ok(Started { addrs: Vec::new(), routes })
         })
     }
 }

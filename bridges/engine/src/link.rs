@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tolk_core::frontend::FrontEndContext;
 use tolk_core::store::Durable;
 use tolk_core::{
-    BridgeCounters, Delivery, Hop, Message, Origin, Protocol, QoS, Queue, QueueOptions, Router, Session,
+    BridgeCounters, Delivery, Hop, Message, Origin, Properties, Protocol, QoS, Queue, QueueOptions, Router, Session,
     SubscriptionOptions, path,
 };
 
@@ -44,6 +44,18 @@ pub struct Outbound {
     /// Its user properties with this node added to its path.
     pub user: Vec<(String, String)>,
     delivery: Delivery,
+}
+
+/// A message from the remote, as its kind read it.
+pub struct Inbound {
+    /// The payload.
+    pub payload: Bytes,
+    /// The QoS it arrived with (at most the `in` rule's, as subscribed).
+    pub qos: QoS,
+    /// The remote's retain flag, as published there (Retain As Published).
+    pub retain: bool,
+    /// Its properties (content type, user properties with the path…) as the remote sent them.
+    pub props: Properties,
 }
 
 /// Why the remote's message was not taken.
@@ -127,6 +139,21 @@ impl Link {
         Backoff::new(self.config.reconnect_min, self.config.reconnect_max)
     }
 
+    /// Runs `session` (one connection: `Some(reason)` when it failed, `None` when the broker
+    /// stops) again and again, recording each failure and waiting the backoff between them,
+    /// until the broker stops.
+    pub async fn reconnecting(mut self, mut session: impl AsyncFnMut(&mut Link, &mut Backoff) -> Option<String>) {
+        let mut backoff = self.backoff();
+        while let Some(reason) = session(&mut self, &mut backoff).await {
+            self.disconnected(&reason);
+            let wait = backoff.next_wait();
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
     /// The remote filters to subscribe to, with their QoS: the remote side of every `in` rule.
     pub fn remote_subscriptions(&self) -> Vec<(String, QoS)> {
         self.rules.iter().filter(|r| r.direction.comes_in()).map(|r| (r.remote_filter(), r.qos)).collect()
@@ -136,7 +163,7 @@ impl Link {
     /// with `max_inflight` messages unacknowledged at most.
     pub fn connected(&mut self) {
         if !self.up {
-            tracing::info!(bridge = %self.config.name, url = %self.config.url, "bridge up");
+            tracing::info!(bridge = %self.config.name, url = %self.config.url_for_logs(), "bridge up");
         }
         self.up = true;
         self.last_error = None;
@@ -159,7 +186,7 @@ impl Link {
     /// acknowledged goes back to the front of the spool.
     pub fn disconnected(&mut self, reason: &str) {
         if self.up || self.last_error.as_deref() != Some(reason) {
-            tracing::warn!(bridge = %self.config.name, url = %self.config.url, reason, "bridge down");
+            tracing::warn!(bridge = %self.config.name, url = %self.config.url_for_logs(), reason, "bridge down");
         }
         self.up = false;
         self.last_error = Some(reason.to_owned());
@@ -218,16 +245,10 @@ impl Link {
         metrics.record(Hop::Bridge, from, Protocol::Bridge, out.message.received_at.elapsed());
     }
 
-    /// Publishes here what the remote sent on `remote_topic`. Returns the store commit to await
-    /// before acknowledging it to the remote (`None`: nothing was kept).
-    pub fn publish_in(
-        &self,
-        remote_topic: &str,
-        payload: Bytes,
-        qos: QoS,
-        retain: bool,
-        user: &[(String, String)],
-    ) -> Result<Option<Durable>, Refused> {
+    /// Publishes here what the remote sent on `remote_topic`, with the remote's name added to
+    /// its path. Returns the store commit to await before acknowledging it to the remote
+    /// (`None`: nothing was kept).
+    pub fn publish_in(&self, remote_topic: &str, inbound: Inbound) -> Result<Option<Durable>, Refused> {
         let Some(topic) = self.rules.iter().filter(|r| r.direction.comes_in()).find_map(|r| r.to_local(remote_topic))
         else {
             tracing::debug!(bridge = %self.config.name, topic = remote_topic, "message on a topic no in rule covers");
@@ -238,11 +259,13 @@ impl Link {
             session: self.session.id(),
             client_id: self.config.name.as_str().into(),
         };
+        let Inbound { payload, qos, retain, mut props } = inbound;
+        props.user = path::through(&props.user, &self.remote_node);
         let mut message = Message::new(topic, payload, origin);
         message.qos = qos;
         message.retain = retain;
         message.received_at = Instant::now();
-        message.props.user = path::through(user, &self.remote_node);
+        message.props = props;
         self.counters.messages_in.fetch_add(1, Relaxed);
         self.session.router().metrics().protocol(Protocol::Bridge).messages_in.fetch_add(1, Relaxed);
         let mut durable = None;

@@ -17,8 +17,6 @@
 #![warn(missing_docs)]
 
 use std::collections::{HashMap, VecDeque};
-use std::future::poll_fn;
-use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,31 +25,22 @@ use rumqttc::v5::mqttbytes::v5::{Filter, Packet, PubAck, PubComp, Publish, Publi
 use rumqttc::v5::{AsyncClient, ConnectionError, Event, MqttOptions};
 use rumqttc::{Outgoing, TlsConfiguration, Transport};
 use tokio::time::Instant;
-use tolk_bridge::{Kind, Link, Outbound, Refused, Runner};
+use tolk_bridge::{AwaitingStore, Inbound, Kind, Launch, Link, Outbound, Refused, Runner};
 use tolk_core::QoS;
 use tolk_core::store::Durable;
 
 /// The MQTT kind, for [`tolk_bridge::Bridges`].
 pub fn runner() -> (Kind, Runner) {
-    (Kind::Mqtt, |link| Box::pin(run(link)))
+    (Kind::Mqtt, |link| Launch::task(run(link)))
 }
 
 /// Connects, moves messages, and connects again after a failure, until the broker stops.
-async fn run(mut link: Link) {
-    let mut backoff = link.backoff();
-    loop {
-        let reason = match options(&link) {
-            Ok(options) => connection(&mut link, options, &mut backoff).await,
-            Err(reason) => Some(reason),
-        };
-        let Some(reason) = reason else { return };
-        link.disconnected(&reason);
-        let wait = backoff.next_wait();
-        tokio::select! {
-            _ = link.shutdown().cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
-        }
-    }
+async fn run(link: Link) {
+    link.reconnecting(async |link, backoff| match options(link) {
+        Ok(options) => connection(link, options, backoff).await,
+        Err(reason) => Some(reason),
+    })
+    .await;
 }
 
 /// The client settings from the bridge's configuration.
@@ -101,9 +90,6 @@ fn parse_url(url: &str) -> Result<(bool, String, u16), String> {
     Ok((tls, host.to_owned(), port))
 }
 
-/// Messages from the remote waiting for the store before they are acknowledged, in order.
-type AwaitingStore = VecDeque<(Option<Durable>, Publish)>;
-
 /// One connection: returns why it ended, or `None` when the broker stops.
 async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_bridge::Backoff) -> Option<String> {
     let max_inflight = usize::from(link.config().max_inflight);
@@ -147,7 +133,7 @@ async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_br
     let mut unnumbered: VecDeque<Outbound> = VecDeque::new();
     // Sent and numbered, awaiting the remote's acknowledgement.
     let mut unacked: HashMap<u16, Outbound> = HashMap::new();
-    let mut awaiting_store: AwaitingStore = VecDeque::new();
+    let mut awaiting_store: AwaitingStore<Publish> = AwaitingStore::default();
     // When the remote last acknowledged something (or the oldest unacknowledged was sent).
     let mut last_progress = Instant::now();
     let shutdown = link.shutdown().clone();
@@ -164,7 +150,7 @@ async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_br
                 match event {
                     Ok(Event::Incoming(Packet::Publish(publish))) => {
                         match take_in(link, &publish) {
-                            Ok(durable) => awaiting_store.push_back((durable, publish)),
+                            Ok(durable) => awaiting_store.push(durable, publish),
                             Err(reason) => return Some(reason),
                         }
                     }
@@ -201,8 +187,7 @@ async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_br
                 }
                 unnumbered.push_back(out);
             }
-            result = front_commit(&mut awaiting_store) => {
-                let (_, publish) = awaiting_store.pop_front().expect("a commit came from the front");
+            (result, publish) = awaiting_store.next() => {
                 if let Err(e) = result {
                     return Some(format!("a message from the remote could not be stored here ({e}); it will be sent again"));
                 }
@@ -222,13 +207,20 @@ async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_br
 fn take_in(link: &Link, publish: &Publish) -> Result<Option<Durable>, String> {
     let topic =
         std::str::from_utf8(&publish.topic).map_err(|_| "the remote sent a topic that is not UTF-8".to_owned())?;
-    let user = publish.properties.as_ref().map(|p| p.user_properties.as_slice()).unwrap_or_default();
+    let mut props = tolk_core::Properties::default();
+    if let Some(p) = &publish.properties {
+        props.user = p.user_properties.clone();
+        props.content_type = p.content_type.clone();
+        props.payload_utf8 = p.payload_format_indicator.map(|f| f == 1);
+        props.correlation_data = p.correlation_data.clone();
+    }
     let qos = match publish.qos {
         WireQoS::AtMostOnce => QoS::AtMostOnce,
         WireQoS::AtLeastOnce => QoS::AtLeastOnce,
         WireQoS::ExactlyOnce => QoS::ExactlyOnce,
     };
-    match link.publish_in(topic, publish.payload.clone(), qos, publish.retain, user) {
+    let inbound = Inbound { payload: publish.payload.clone(), qos, retain: publish.retain, props };
+    match link.publish_in(topic, inbound) {
         Ok(durable) => Ok(durable),
         // Acknowledged and dropped: nothing here wants it.
         Err(Refused::Unmapped) => Ok(None),
@@ -251,17 +243,6 @@ fn send(client: &AsyncClient, out: &Outbound) -> Result<(), String> {
     client
         .try_publish_with_properties(out.topic.clone(), wire_qos(out.qos), out.message.retain, payload, properties)
         .map_err(|e| e.to_string())
-}
-
-/// The outcome of the oldest commit awaited before acknowledging the remote; pending while
-/// there is none.
-async fn front_commit(awaiting: &mut AwaitingStore) -> Result<(), tolk_core::store::StoreError> {
-    poll_fn(|cx| match awaiting.front_mut() {
-        None => std::task::Poll::Pending,
-        Some((None, _)) => std::task::Poll::Ready(Ok(())),
-        Some((Some(durable), _)) => Pin::new(durable).poll(cx),
-    })
-    .await
 }
 
 fn wire_qos(qos: QoS) -> WireQoS {

@@ -11,6 +11,7 @@
 //! - Inbound: [`parse_request`] → [`RequestEnvelope`] (or a [`RequestError`] that still
 //!   knows enough to answer with a fault in the right SOAP version), with the WS-Security
 //!   UsernameToken a client logs in with ([`SecurityHeader`]).
+//! - Replies, for tolk's own requests to a remote broker (the WS-N bridge): [`parse_reply`].
 //! - Outbound: [`write_response`], [`write_fault`], [`write_notify`],
 //!   [`write_raw_notification`], [`write_request`].
 //! - Topics: [`TopicExpression::to_filters`] / [`TopicExpression::to_topic`] and back with
@@ -31,6 +32,7 @@ pub mod ns;
 mod operation;
 mod out;
 mod parse;
+mod reply;
 mod request;
 mod response;
 mod security;
@@ -46,6 +48,7 @@ pub use limits::Limits;
 pub use ns::QName;
 pub use operation::{NOTIFY_ACTION, Operation};
 pub use parse::parse_request;
+pub use reply::{Reply, parse_reply};
 pub use request::{
     AddressingHeaders, EndpointReference, NotificationMessage, RegisterPublisher, ReplyContext, Request,
     RequestEnvelope, RequestError, Subscribe,

@@ -41,7 +41,8 @@ pub const WSSE_USERNAME_TOKEN_PROFILE: &str =
 pub const XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
 /// The `xml:` prefix namespace (Namespaces in XML 1.0 §3), always bound.
 pub const XML: &str = "http://www.w3.org/XML/1998/namespace";
-/// tolk's own namespace, used only for the payload wrapper element (see [`crate::XmlElement`]).
+/// tolk's own namespace: the payload wrapper element (see [`crate::XmlElement`]) and the
+/// `Path` header of bridged notifications.
 pub const TOLK: &str = "urn:tolk:wsn:1";
 
 /// An expanded name: the pair that identifies an element or attribute independently of the

@@ -10,7 +10,7 @@ use crate::dom::{self, Document, Node, Plan};
 use crate::element::XmlElement;
 use crate::error::ParseError;
 use crate::limits::Limits;
-use crate::ns::{QName, SOAP11_ENV, SOAP12_ENV, WSA, WSA_2004, WSN_BR, WSNT, WSSE};
+use crate::ns::{QName, SOAP11_ENV, SOAP12_ENV, TOLK, WSA, WSA_2004, WSN_BR, WSNT, WSSE};
 use crate::operation::Operation;
 use crate::request::{
     AddressingHeaders, EndpointReference, NotificationMessage, RegisterPublisher, Request, RequestEnvelope,
@@ -54,8 +54,13 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Result<RequestEnvelope, R
     let mut addressing = AddressingHeaders::default();
     let mut not_understood = Vec::new();
     let mut security = None;
+    let mut path = None;
     if let Some(header) = doc.child(root, env, "Header") {
         for block in doc.children(header) {
+            if block.is(TOLK, "Path") {
+                path = Some(block.text.trim().to_owned());
+                continue;
+            }
             read_header_block(&doc, soap, block, &mut addressing, &mut security, &mut not_understood);
         }
     }
@@ -66,10 +71,10 @@ pub fn parse_request(input: &[u8], limits: &Limits) -> Result<RequestEnvelope, R
     let first = doc.children(body).next().ok_or_else(|| context(None, ParseError::EmptyBody))?;
     let operation = first.ns.as_deref().and_then(|ns| Operation::from_request_element(ns, &first.local));
     let request = read_request(&doc, first, operation).map_err(|e| context(operation, e))?;
-    Ok(RequestEnvelope { soap, addressing, security, not_understood, request })
+    Ok(RequestEnvelope { soap, addressing, security, not_understood, path, request })
 }
 
-fn envelope_version(root: &QName) -> Result<SoapVersion, ParseError> {
+pub(crate) fn envelope_version(root: &QName) -> Result<SoapVersion, ParseError> {
     if root.local_name != "Envelope" {
         return Err(ParseError::NotSoapEnvelope { found: root.clone() });
     }
@@ -79,7 +84,7 @@ fn envelope_version(root: &QName) -> Result<SoapVersion, ParseError> {
         .ok_or_else(|| ParseError::VersionMismatch { namespace: root.namespace.clone() })
 }
 
-/// Reads one header block: WS-Addressing headers and the `wsse:Security` header targeted at
+/// Reads one header block (but `tolk:Path`): WS-Addressing headers and the `wsse:Security` header targeted at
 /// this node are understood; any other block that is `mustUnderstand` and targeted at this
 /// node is recorded as not understood.
 fn read_header_block(
@@ -270,7 +275,7 @@ fn read_register_publisher(doc: &Document, register: &Node) -> Result<RegisterPu
 
 /// `wsa:EndpointReferenceType`: Address required, ReferenceParameters kept. Either
 /// WS-Addressing namespace is accepted.
-fn read_epr(doc: &Document, epr: &Node, name: &'static str) -> Result<EndpointReference, ParseError> {
+pub(crate) fn read_epr(doc: &Document, epr: &Node, name: &'static str) -> Result<EndpointReference, ParseError> {
     let child = |local| doc.child(epr, WSA, local).or_else(|| doc.child(epr, WSA_2004, local));
     let address = child("Address").ok_or(ParseError::MissingElement { parent: name, element: "Address" })?;
     let address = address.text.trim();

@@ -170,6 +170,10 @@ pub struct RequestEnvelope {
     /// (anything but WS-Addressing and WS-Security). Non-empty means the endpoint must answer a
     /// MustUnderstand fault instead of processing (SOAP 1.1 §4.2.3, SOAP 1.2 Part 1 §5.2.3).
     pub not_understood: Vec<QName>,
+    /// The `tolk:Path` header (namespace [`TOLK`](crate::ns::TOLK)): the brokers the
+    /// notifications have passed through bridges, comma-separated, oldest first. tolk drops
+    /// what has already passed it, so bridged brokers never loop.
+    pub path: Option<String>,
     /// The request in the Body.
     pub request: Request,
 }

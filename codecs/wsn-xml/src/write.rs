@@ -10,7 +10,7 @@
 use bytes::Bytes;
 
 use crate::element::XmlElement;
-use crate::ns::{QName, WSA, WSA_2004, WSN_BR, WSNT, XSI};
+use crate::ns::{QName, TOLK, WSA, WSA_2004, WSN_BR, WSNT, XSI};
 use crate::operation::{NOTIFY_ACTION, Operation};
 use crate::out::Out;
 use crate::request::{EndpointReference, NotificationMessage, RegisterPublisher, Request, Subscribe};
@@ -32,6 +32,9 @@ pub struct RequestHeaders<'a> {
     pub to: Option<&'a EndpointReference>,
     /// `wsa:ReplyTo/wsa:Address`.
     pub reply_to: Option<&'a str>,
+    /// `tolk:Path`: the brokers the notifications in the body have passed, comma-separated
+    /// (bridges; see [`RequestEnvelope::path`](crate::RequestEnvelope::path)).
+    pub path: Option<&'a str>,
 }
 
 /// Writes the envelope around `headers` and `body`. The closure for headers receives the
@@ -88,6 +91,10 @@ fn request_headers(out: &mut Out, hp: &str, h: &RequestHeaders<'_>, default_acti
         out.leaf(&format!("{hp}:Address"), &[], reply_to);
         out.end(&name);
     }
+    if let Some(path) = h.path {
+        // Not mustUnderstand: a broker that does not know it may ignore it.
+        out.leaf("tolk:Path", &[("xmlns:tolk", TOLK)], path);
+    }
 }
 
 /// Writes any request (the client side: bridges to remote brokers, tests).
@@ -110,8 +117,13 @@ pub fn write_notify(
     message_id: Option<&str>,
     messages: &[NotificationMessage],
 ) -> Bytes {
-    let headers =
-        RequestHeaders { addressing, action: Some(NOTIFY_ACTION), message_id, to: Some(consumer), reply_to: None };
+    let headers = RequestHeaders {
+        addressing,
+        action: Some(NOTIFY_ACTION),
+        message_id,
+        to: Some(consumer),
+        ..Default::default()
+    };
     envelope(soap, addressing, |out, hp| request_headers(out, hp, &headers, None), |out| notify_body(out, messages))
 }
 

@@ -106,6 +106,7 @@ fn every_request_round_trips_in_every_version() {
                     message_id: Some("urn:uuid:42"),
                     to: Some(&consumer),
                     reply_to: Some("http://reply/here"),
+                    path: Some("gw1,site"),
                 };
                 let bytes = write_request(soap, &headers, &request);
                 let env = parse_request(&bytes, &Limits::default())
@@ -113,6 +114,7 @@ fn every_request_round_trips_in_every_version() {
                 assert_eq!(env.request, request, "{}", String::from_utf8_lossy(&bytes));
                 assert_eq!(env.soap, soap);
                 assert_eq!(env.addressing.version, Some(addressing));
+                assert_eq!(env.path.as_deref(), Some("gw1,site"));
                 assert_eq!(env.addressing.action, request.operation().map(Operation::request_action));
                 assert_eq!(env.addressing.message_id.as_deref(), Some("urn:uuid:42"));
                 assert_eq!(env.addressing.to.as_deref(), Some("http://gw/wsn"));

@@ -3,7 +3,10 @@
 //! paying a TCP handshake per message. Connections are made by [`GuardedConnector`], which
 //! connects only to addresses the consumer policy allows. Plain `http://` only: the connector
 //! refuses other schemes (https consumers are refused earlier, at Subscribe, with a fault
-//! saying so). Every request carries this broker's loop mark ([`crate::push_mark`]).
+//! saying so). Every push carries this broker's loop mark ([`crate::push_mark`]).
+//!
+//! The WS-N bridge (`bridges/wsn`) talks to its remote broker through the same client
+//! ([`NotifyClient::for_bridge`], [`NotifyClient::call`]), so the binary holds one copy of it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +32,7 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a delivery attempt failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum PostError {
+pub enum PostError {
     /// The consumer answered, but not with 2xx.
     #[error("consumer answered HTTP {0}")]
     Status(u16),
@@ -41,8 +44,8 @@ pub(crate) enum PostError {
     Transport(String),
 }
 
-/// A pooled client shared by every push subscription.
-pub(crate) struct NotifyClient {
+/// A pooled client shared by every push subscription (or one bridge's).
+pub struct NotifyClient {
     client: Client<GuardedConnector, Full<Bytes>>,
     timeout: Duration,
 }
@@ -57,6 +60,19 @@ impl NotifyClient {
         NotifyClient { client, timeout: config.request_timeout }
     }
 
+    /// The client of a WS-N bridge: any host (the remote is the operator's choice), each
+    /// exchange within `timeout`.
+    pub fn for_bridge(timeout: Duration) -> Self {
+        let config = PushConfig { request_timeout: timeout, ..PushConfig::default() };
+        NotifyClient::new(&config, Arc::new(ConsumerPolicy::new(&[], Arc::default(), timeout)))
+    }
+
+    /// POSTs a SOAP 1.2 request to `uri` and returns the status and the answer (at most
+    /// 64 KiB of it), within the timeout.
+    pub async fn call(&self, uri: &Uri, body: Bytes) -> Result<(u16, Bytes), PostError> {
+        self.exchange(uri, SoapVersion::V12, None, body).await
+    }
+
     /// POSTs one SOAP message carrying the loop `mark` and waits for a 2xx answer, within the
     /// request timeout.
     pub(crate) async fn post(
@@ -66,11 +82,26 @@ impl NotifyClient {
         mark: &HeaderValue,
         body: Bytes,
     ) -> Result<(), PostError> {
+        match self.exchange(uri, soap, Some(mark), body).await? {
+            (status, _) if (200..300).contains(&status) => Ok(()),
+            (status, _) => Err(PostError::Status(status)),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        uri: &Uri,
+        soap: SoapVersion,
+        mark: Option<&HeaderValue>,
+        body: Bytes,
+    ) -> Result<(u16, Bytes), PostError> {
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = uri.clone();
         let headers = request.headers_mut();
-        headers.insert(push_mark::HEADER, mark.clone());
+        if let Some(mark) = mark {
+            headers.insert(push_mark::HEADER, mark.clone());
+        }
         match soap {
             SoapVersion::V11 => {
                 headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml; charset=utf-8"));
@@ -82,11 +113,15 @@ impl NotifyClient {
             }
         }
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| PostError::Transport(describe(&e)))?;
+            let response = self.client.request(request).await.map_err(|e| PostError::Transport(error_chain(&e)))?;
             let status = response.status();
-            // Read the (small) answer so the connection goes back to the pool.
-            let _ = Limited::new(response.into_body(), MAX_RESPONSE_BYTES).collect().await;
-            if status.is_success() { Ok(()) } else { Err(PostError::Status(status.as_u16())) }
+            // Read the (small) answer, which also lets the connection go back to the pool.
+            let answer = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map(|body| body.to_bytes())
+                .unwrap_or_default();
+            Ok((status.as_u16(), answer))
         };
         tokio::time::timeout(self.timeout, exchange).await.unwrap_or(Err(PostError::Timeout(self.timeout)))
     }
@@ -101,8 +136,9 @@ const fn soap12_content_type() -> &'static str {
 }
 
 /// The error and its causes on one line ("client error (Connect): tcp connect error: Connection
-/// refused"), since hyper's top-level message alone says little.
-fn describe(error: &dyn std::error::Error) -> String {
+/// refused"), since hyper's top-level message alone says little. Public for the WS-N bridge's
+/// client (`bridges/wsn`).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

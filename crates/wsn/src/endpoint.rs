@@ -201,14 +201,16 @@ impl Endpoint {
         base: &str,
     ) -> Result<Reply, Refusal> {
         let received_at = Instant::now();
-        let request = envelope.request;
+        let (request, path) = (envelope.request, envelope.path);
         match (resource, request) {
             (_, Request::Unknown { namespace, local_name }) => Err(Refusal::sender(format!(
                 "operation {{{}}}{} is not supported by this endpoint",
                 shorten(namespace.as_deref().unwrap_or_default()),
                 shorten(&local_name)
             ))),
-            (Resource::Broker, Request::Notify(messages)) => self.notify(&messages, caller, received_at).await,
+            (Resource::Broker, Request::Notify(messages)) => {
+                self.notify(&messages, path.as_deref(), caller, received_at).await
+            }
             (Resource::Broker, Request::Subscribe(subscribe)) => self.subscribe(&subscribe, caller, ctx, base).await,
             (Resource::Broker, Request::GetCurrentMessage { topic }) => self.get_current_message(&topic, caller, ctx),
             (Resource::Broker, Request::CreatePullPoint) => self.create_pull_point(caller, ctx, base),

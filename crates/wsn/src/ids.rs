@@ -12,14 +12,16 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Source of unpredictable ids.
-pub(crate) struct IdSource {
+/// Source of unpredictable ids (public for the WS-N bridge's consumer address).
+pub struct IdSource {
     keys: RandomState,
     counter: AtomicU64,
 }
 
 impl IdSource {
-    pub(crate) fn new() -> Self {
+    /// A source with fresh keys.
+    #[allow(clippy::new_without_default, reason = "each source has keys of its own; a default would hide that")]
+    pub fn new() -> Self {
         IdSource { keys: RandomState::new(), counter: AtomicU64::new(1) }
     }
 
@@ -29,13 +31,13 @@ impl IdSource {
     }
 
     /// 128 bits as 32 lowercase hex digits: safe in a URL path segment.
-    pub(crate) fn resource_id(&self) -> String {
+    pub fn resource_id(&self) -> String {
         let (a, b) = self.pair();
         format!("{a:016x}{b:016x}")
     }
 
     /// A random (version 4 layout) UUID as a `urn:uuid:` URI, for `wsa:MessageID`.
-    pub(crate) fn message_id(&self) -> String {
+    pub fn message_id(&self) -> String {
         let (a, b) = self.pair();
         let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
         let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;

@@ -53,10 +53,11 @@ impl Endpoint {
     pub(crate) async fn notify(
         &self,
         notifications: &[NotificationMessage],
+        path: Option<&str>,
         caller: &Caller,
         received_at: Instant,
     ) -> Result<Reply, Refusal> {
-        let messages = self.messages_of(notifications, caller, received_at)?;
+        let messages = self.messages_of(notifications, path, caller, received_at)?;
         let count = messages.len() as u64;
         let mut durable = None;
         for message in messages {
@@ -75,11 +76,13 @@ impl Endpoint {
         Ok(Reply::Accepted)
     }
 
-    /// The core messages of `caller`'s Notify, or the fault refusing it (the first topic it
-    /// may not publish to is counted as a denial).
+    /// The core messages of `caller`'s Notify, each with the envelope's `tolk:Path` as its path
+    /// ([`tolk_core::path`]), or the fault refusing it (the first topic it may not publish to
+    /// is counted as a denial).
     pub(crate) fn messages_of(
         &self,
         notifications: &[NotificationMessage],
+        path: Option<&str>,
         caller: &Caller,
         received_at: Instant,
     ) -> Result<Vec<Message>, Refusal> {
@@ -94,6 +97,9 @@ impl Endpoint {
                     return Err(publish_refused(&message.topic));
                 }
                 message.retain = self.config.retain_notify;
+                if let Some(path) = path {
+                    message.props.user.push((tolk_core::path::PATH_PROPERTY.to_owned(), path.to_owned()));
+                }
                 Ok(message)
             })
             .collect()

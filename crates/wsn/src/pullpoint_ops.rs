@@ -69,7 +69,7 @@ impl Endpoint {
             }
             let reference = subscription.as_ref().map(|s| &s.reference);
             let namespace = subscription.as_ref().and_then(|s| namespace_for(&s.filters, &delivery.message.topic));
-            match notification_of(&delivery, reference, namespace, &self.limits) {
+            match notification_of(&delivery.message, reference, namespace, &self.limits) {
                 Some(message) => {
                     messages.push(message);
                     delivered.push(delivery);
@@ -106,7 +106,8 @@ impl Endpoint {
         caller: &Caller,
         received_at: Instant,
     ) -> Result<Reply, Refusal> {
-        let messages = self.messages_of(notifications, caller, received_at)?;
+        // Not published: what a pull point keeps goes nowhere else, so it needs no path.
+        let messages = self.messages_of(notifications, None, caller, received_at)?;
         let count = messages.len() as u64;
         let counters = self.router.metrics().protocol(Protocol::Wsn);
         let now = Instant::now();

@@ -15,9 +15,9 @@ use axum::http::{HeaderValue, Uri};
 use bytes::Bytes;
 use tokio::sync::{Semaphore, watch};
 use tolk_core::frontend::record_delivery;
-use tolk_core::{CloseReason, Delivery, DropReason, Message, OutboxReceiver, Protocol};
+use tolk_core::{CloseReason, Delivery, DropReason, Message, OutboxReceiver, Protocol, path};
 use tracing::{debug, info};
-use wsn_xml::{EndpointReference, NotificationMessage, RequestHeaders, write_notify, write_raw_notification};
+use wsn_xml::{EndpointReference, NotificationMessage, Request, RequestHeaders, write_raw_notification, write_request};
 
 use crate::client::PostError;
 use crate::endpoint::Endpoint;
@@ -50,18 +50,32 @@ pub(crate) async fn run(
     let mut paused = subscription.paused_watch();
     let mark = endpoint.loop_mark.value(subscription.tag);
     let mut batch: Vec<Delivery> = Vec::with_capacity(batch_max);
+    // What was drained but left for the next Notify, whose path differs.
+    let mut rest: Vec<Delivery> = Vec::new();
     let mut previous: Option<Arc<Message>> = None;
     loop {
         batch.clear();
-        let drained = tokio::select! {
-            biased;
-            _ = subscription.cancel.cancelled() => return,
-            drained = receiver.drain(&mut batch, batch_max) => drained,
-        };
-        if drained.is_err() {
-            // Only at-least-once deliveries overflow an outbox, and this one gets none.
-            receiver.set_attached(true);
-            continue;
+        if rest.is_empty() {
+            let drained = tokio::select! {
+                biased;
+                _ = subscription.cancel.cancelled() => return,
+                drained = receiver.drain(&mut batch, batch_max) => drained,
+            };
+            if drained.is_err() {
+                // Only at-least-once deliveries overflow an outbox, and this one gets none.
+                receiver.set_attached(true);
+                continue;
+            }
+        } else {
+            std::mem::swap(&mut batch, &mut rest);
+        }
+        // One path per Notify (its `tolk:Path` header): the batch ends where the path changes.
+        if let Some(first) = batch.first() {
+            let cut = batch
+                .iter()
+                .position(|d| !path::nodes(&d.message).eq(path::nodes(&first.message)))
+                .unwrap_or(batch.len());
+            rest = batch.split_off(cut);
         }
         let taken_at = Instant::now();
         batch.retain(|d| {
@@ -89,7 +103,7 @@ pub(crate) async fn run(
             }
             Sent::Stopped => return,
             Sent::GaveUp(error) => {
-                let lost = batch.len() + receiver.len();
+                let lost = batch.len() + rest.len() + receiver.len();
                 counters.dropped(DropReason::ConsumerUnreachable, lost as u64);
                 // The subscription itself counts as a closed "connection" (`io_error`).
                 endpoint.registry.remove_subscription(&subscription.id, CloseReason::IoError);
@@ -116,22 +130,24 @@ fn body_of(
 ) -> Option<Bytes> {
     let limits = &endpoint.limits;
     let message_id = endpoint.ids.message_id();
+    // Every delivery in the batch has this path (see `run`).
+    let path = batch.first().map(|d| path::nodes(&d.message).collect::<Vec<_>>().join(","));
+    let headers = RequestHeaders {
+        addressing: subscription.addressing,
+        message_id: Some(&message_id),
+        to: Some(consumer),
+        path: path.as_deref().filter(|p| !p.is_empty()),
+        ..RequestHeaders::default()
+    };
     if subscription.use_raw {
         let delivery = batch.first()?;
-        let headers = RequestHeaders {
-            addressing: subscription.addressing,
-            action: None,
-            message_id: Some(&message_id),
-            to: Some(consumer),
-            reply_to: None,
-        };
         let element = element_of(&delivery.message, limits);
         return Some(write_raw_notification(subscription.soap, &headers, &element));
     }
     let mut messages: Vec<NotificationMessage> = Vec::with_capacity(batch.len());
     batch.retain(|d| {
         let namespace = namespace_for(&subscription.filters, &d.message.topic);
-        match notification_of(d, Some(&subscription.reference), namespace, limits) {
+        match notification_of(&d.message, Some(&subscription.reference), namespace, limits) {
             Some(m) => {
                 messages.push(m);
                 true
@@ -145,7 +161,7 @@ fn body_of(
     if messages.is_empty() {
         return None;
     }
-    Some(write_notify(subscription.soap, subscription.addressing, consumer, Some(&message_id), &messages))
+    Some(write_request(subscription.soap, &headers, &Request::Notify(messages)))
 }
 
 /// POSTs `body` until the consumer takes it, the subscription stops, or the consumer has

@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use tolk_core::{Delivery, Message, Origin, QoS, topic};
+use tolk_core::{Message, Origin, QoS, topic};
 use wsn_xml::{EndpointReference, FaultKind, Limits, NotificationMessage, PayloadForm, TopicExpression, XmlElement};
 
 use crate::fault::{Refusal, shorten};
@@ -87,16 +87,27 @@ pub(crate) fn namespace_for<'a>(filters: &'a [TopicFilter], topic_name: &str) ->
     filters.iter().find(|f| topic::matches(&f.filter, topic_name)).and_then(|f| f.namespace.as_deref())
 }
 
-/// The NotificationMessage for one delivery, or `None` when its topic has no WS-N form.
-/// Public for the translation benchmarks (`benches/benches/translation.rs`).
+/// The NotificationMessage for one message, or `None` when its topic has no WS-N form.
+/// Public for the WS-N bridge (`bridges/wsn`) and the translation benchmarks
+/// (`benches/benches/translation.rs`).
 pub fn notification_of(
-    delivery: &Delivery,
+    message: &Message,
     subscription: Option<&EndpointReference>,
     namespace: Option<&str>,
     limits: &Limits,
 ) -> Option<NotificationMessage> {
-    let message = &delivery.message;
-    let topic = TopicExpression::from_topic(&message.topic, namespace).ok()?;
+    notification_on(&message.topic, message, subscription, namespace, limits)
+}
+
+/// The NotificationMessage for `message` on another topic (the WS-N bridge's remote topic).
+pub fn notification_on(
+    topic: &str,
+    message: &Message,
+    subscription: Option<&EndpointReference>,
+    namespace: Option<&str>,
+    limits: &Limits,
+) -> Option<NotificationMessage> {
+    let topic = TopicExpression::from_topic(topic, namespace).ok()?;
     Some(NotificationMessage {
         subscription_reference: subscription.cloned(),
         topic: Some(topic),
