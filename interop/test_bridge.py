@@ -15,9 +15,16 @@ from bridging import WAIT, Client, Mosquitto, bridged_tolk, bridges, one_copy_ea
 from conftest import Broker
 
 
-def test_messages_cross_to_and_from_mosquitto_once_each(tmp_path):
-    remote = Mosquitto(tmp_path).start()
-    tolk = bridged_tolk(tmp_path / "tolk", "gw1", f"mqtt://127.0.0.1:{remote.port}", ["sensors/# out 1", "cmd/# in 1 site1/ ''"])
+@pytest.mark.parametrize("version", [5, 4])
+def test_messages_cross_to_and_from_mosquitto_once_each(tmp_path, version):
+    remote = Mosquitto(tmp_path, f"log_dest stderr\nlog_dest file {tmp_path}/mosquitto.log").start()
+    tolk = bridged_tolk(
+        tmp_path / "tolk",
+        "gw1",
+        f"mqtt://127.0.0.1:{remote.port}",
+        ["sensors/# out 1", "cmd/# in 1 site1/ ''"],
+        f"mqtt_version = {version}\n",
+    )
     try:
         wait_for("the bridge up", lambda: bridges(tolk)["up"]["state"] == "up")
         far = Client(remote.port, "far")
@@ -43,6 +50,9 @@ def test_messages_cross_to_and_from_mosquitto_once_each(tmp_path):
     finally:
         tolk.stop()
         remote.stop()
+    # Mosquitto names the protocol a client connected with: p2 is 3.1.1, p5 is 5.
+    level = {5: "p5", 4: "p2"}[version]
+    assert f"as tolk-gw1-up ({level}," in (tmp_path / "mosquitto.log").read_text()
 
 
 @pytest.fixture

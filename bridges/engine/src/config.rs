@@ -78,8 +78,8 @@ pub struct BridgeConfig {
     /// session under it while the bridge is away.
     #[serde(default)]
     pub client_id: Option<String>,
-    /// MQTT protocol level towards the remote: 5, the only one built yet (MQTT 3.1.1 remotes
-    /// are refused at start, with the reason).
+    /// MQTT protocol level towards the remote: 5, or 4 for MQTT 3.1.1 remotes (then no `out`
+    /// rule may meet an `in` rule at the remote: 3.1.1 has no No Local).
     #[serde(default = "default_mqtt_version")]
     pub mqtt_version: u8,
     /// The remote's exchange (AMQP).
@@ -204,6 +204,26 @@ impl BridgeConfig {
         Ok(rules)
     }
 
+    /// MQTT 3.1.1 has no No Local and no properties: what the bridge sends to a remote topic
+    /// that one of its own `in` subscriptions covers comes back, with no path to tell it by.
+    /// So at 3.1.1 no `out` rule may meet an `in` rule at the remote (a `both` rule meets
+    /// itself).
+    fn check_no_echo(&self) -> Result<(), ConfigError> {
+        let rules = self.rules()?;
+        for out in rules.iter().filter(|r| r.direction.goes_out()) {
+            if let Some(back) = rules
+                .iter()
+                .filter(|r| r.direction.comes_in())
+                .find(|r| overlap(&out.remote_filter(), &r.remote_filter()))
+            {
+                return Err(self.error(&format!(
+                    "mqtt_version = 4: \"{out}\" and \"{back}\" meet at the remote, and MQTT 3.1.1 has no No Local: what the bridge sends there would come back to it; use MQTT 5, or rules that do not meet"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks everything that can be checked before connecting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let fail = |reason: &str| ConfigError { name: self.name.clone(), reason: reason.to_owned() };
@@ -217,10 +237,10 @@ impl BridgeConfig {
         if self.max_inflight == 0 {
             return Err(fail("max_inflight is at least 1"));
         }
-        if self.mqtt_version != 5 {
-            // 3.1.1 has no No Local; without it a remote echoes back what the bridge sends to
-            // topics it also subscribes to there, and that needs a loop marker of its own.
-            return Err(fail("mqtt_version = 5 is the only level bridges speak yet"));
+        match self.mqtt_version {
+            5 => {}
+            4 => self.check_no_echo()?,
+            _ => return Err(fail("mqtt_version is 5, or 4 for MQTT 3.1.1")),
         }
         if self.reconnect_min.is_zero() || self.reconnect_max < self.reconnect_min {
             return Err(fail("reconnect_min is above zero and at most reconnect_max"));
@@ -254,9 +274,34 @@ impl BridgeConfig {
     }
 }
 
+/// Whether some topic matches both filters.
+fn overlap(a: &str, b: &str) -> bool {
+    let (mut a, mut b) = (a.split('/'), b.split('/'));
+    loop {
+        match (a.next(), b.next()) {
+            (Some("#"), _) | (_, Some("#")) | (None, None) => return true,
+            (Some(x), Some(y)) if x == "+" || y == "+" || x == y => {}
+            _ => return false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mqtt_3_1_1_bridges_may_not_let_out_and_in_meet() {
+        let mut c = BridgeConfig::new("b", Kind::Mqtt, "mqtt://h", &["sensors/# out 1", "cmd/# in 1"]);
+        c.mqtt_version = 4;
+        assert!(c.validate().is_ok());
+        for topics in [&["# both 1"][..], &["a/+/c out 1", "a/b/# in 1"], &["x out 1 here/ there/", "there/x in 1"]] {
+            c.topics = topics.iter().map(|t| (*t).to_owned()).collect();
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains("No Local"), "{topics:?}: {err}");
+        }
+        assert!(overlap("a/#", "a") && overlap("+/b", "a/+") && !overlap("a/b", "a/c") && !overlap("a/b", "a/b/c"));
+    }
 
     #[test]
     fn passwords_in_urls_stay_out_of_logs() {
@@ -278,8 +323,8 @@ mod tests {
         let mut c = BridgeConfig::new("up", Kind::Mqtt, "amqp://h", &["a out"]);
         assert!(c.validate().unwrap_err().to_string().contains("mqtt:// or mqtts://"));
         c.url = "mqtt://h".into();
-        c.mqtt_version = 4;
-        assert!(c.validate().unwrap_err().to_string().contains("mqtt_version = 5"));
+        c.mqtt_version = 3;
+        assert!(c.validate().unwrap_err().to_string().contains("mqtt_version is 5"));
         c.mqtt_version = 5;
         c.validate().unwrap();
         c.topics.clear();

@@ -13,21 +13,21 @@
 //!   while the bridge is away.
 //! - Connection attempts back off with jitter; a refused login is logged with the remote's
 //!   reason and retried like any other failure.
+//! - `mqtt_version = 4` speaks MQTT 3.1.1 to remotes that have no 5 ([`wire`]): no No Local, no
+//!   properties, so no path; the configuration then may not let an `out` rule and an `in` rule
+//!   meet at the remote, which is what would echo.
 
 #![warn(missing_docs)]
 
-use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
+mod wire;
 
-use bytes::Bytes;
-use rumqttc::v5::mqttbytes::QoS as WireQoS;
-use rumqttc::v5::mqttbytes::v5::{Filter, Packet, PubAck, PubComp, Publish, PublishProperties, RetainForwardRule};
-use rumqttc::v5::{AsyncClient, ConnectionError, Event, MqttOptions};
-use rumqttc::{Outgoing, TlsConfiguration, Transport};
+use std::collections::{HashMap, VecDeque};
+
 use tokio::time::Instant;
 use tolk_bridge::{AwaitingStore, Inbound, Kind, Launch, Link, Outbound, Refused, Runner};
-use tolk_core::QoS;
 use tolk_core::store::Durable;
+
+use crate::wire::{Event, Received, Target, Wire};
 
 /// The MQTT kind, for [`tolk_bridge::Bridges`].
 pub fn runner() -> (Kind, Runner) {
@@ -36,34 +36,7 @@ pub fn runner() -> (Kind, Runner) {
 
 /// Connects, moves messages, and connects again after a failure, until the broker stops.
 async fn run(link: Link) {
-    link.reconnecting(async |link, backoff| match options(link) {
-        Ok(options) => connection(link, options, backoff).await,
-        Err(reason) => Some(reason),
-    })
-    .await;
-}
-
-/// The client settings from the bridge's configuration.
-fn options(link: &Link) -> Result<MqttOptions, String> {
-    let config = link.config();
-    let (tls, host, port) = parse_url(&config.url)?;
-    let client_id = config.client_id.clone().unwrap_or_else(|| format!("tolk-{}-{}", link.node(), config.name));
-    let mut options = MqttOptions::new(client_id, host, port);
-    options.set_keep_alive(config.keep_alive.max(Duration::from_secs(5)));
-    options.set_clean_start(false);
-    // The remote keeps the session however long the bridge is away.
-    options.set_session_expiry_interval(Some(u32::MAX));
-    options.set_manual_acks(true);
-    options.set_outgoing_inflight_upper_limit(config.max_inflight);
-    options.set_max_packet_size(Some(16 * 1024 * 1024));
-    if let (Some(user), password) = (&config.username, &config.password) {
-        options.set_credentials(user.clone(), password.clone().unwrap_or_default());
-    }
-    if tls {
-        let client = tolk_tls::client_config("ca_file", config.ca_file.as_deref()).map_err(|e| e.to_string())?;
-        options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(client)));
-    }
-    Ok(options)
+    link.reconnecting(async |link, backoff| connection(link, backoff).await).await;
 }
 
 /// `mqtt://host:port` or `mqtts://host:port` (port defaults 1883 and 8883; `[v6]` in brackets).
@@ -91,40 +64,34 @@ fn parse_url(url: &str) -> Result<(bool, String, u16), String> {
 }
 
 /// One connection: returns why it ended, or `None` when the broker stops.
-async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_bridge::Backoff) -> Option<String> {
+async fn connection(link: &mut Link, backoff: &mut tolk_bridge::Backoff) -> Option<String> {
     let max_inflight = usize::from(link.config().max_inflight);
     let ack_timeout = link.config().ack_timeout;
+    let target = match parse_url(&link.config().url) {
+        Ok((tls, host, port)) => Target { tls, host, port },
+        Err(reason) => return Some(reason),
+    };
     // Room for every request this task makes between two polls: publishes (at most
     // max_inflight), acknowledgements and one subscription.
-    let (client, mut events) = AsyncClient::new(options, 2 * max_inflight + 16);
+    let mut wire = match Wire::new(link, target, 2 * max_inflight + 16) {
+        Ok(wire) => wire,
+        Err(reason) => return Some(reason),
+    };
 
     // CONNACK first.
     loop {
         let event = tokio::select! {
             _ = link.shutdown().cancelled() => return None,
-            event = events.poll() => event,
+            event = wire.poll() => event,
         };
         match event {
-            Ok(Event::Incoming(Packet::ConnAck(_))) => break,
+            Ok(Event::ConnAck) => break,
             Ok(_) => {}
-            Err(e) => return Some(describe(&e)),
+            Err(reason) => return Some(reason),
         }
     }
-    let filters: Vec<Filter> = link
-        .remote_subscriptions()
-        .into_iter()
-        .map(|(path, qos)| Filter {
-            path,
-            qos: wire_qos(qos),
-            nolocal: true,
-            preserve_retain: true,
-            retain_forward_rule: RetainForwardRule::OnEverySubscribe,
-        })
-        .collect();
-    if !filters.is_empty()
-        && let Err(e) = client.try_subscribe_many(filters)
-    {
-        return Some(format!("could not subscribe: {e}"));
+    if let Err(reason) = wire.subscribe(link.remote_subscriptions()) {
+        return Some(reason);
     }
     link.connected();
     backoff.reset();
@@ -133,7 +100,7 @@ async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_br
     let mut unnumbered: VecDeque<Outbound> = VecDeque::new();
     // Sent and numbered, awaiting the remote's acknowledgement.
     let mut unacked: HashMap<u16, Outbound> = HashMap::new();
-    let mut awaiting_store: AwaitingStore<Publish> = AwaitingStore::default();
+    let mut awaiting_store: AwaitingStore<Received> = AwaitingStore::default();
     // When the remote last acknowledged something (or the oldest unacknowledged was sent).
     let mut last_progress = Instant::now();
     let shutdown = link.shutdown().clone();
@@ -143,26 +110,23 @@ async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_br
         let stalled = !unacked.is_empty();
         tokio::select! {
             _ = shutdown.cancelled() => {
-                let _ = client.try_disconnect();
+                wire.disconnect();
                 return None;
             }
-            event = events.poll() => {
+            event = wire.poll() => {
                 match event {
-                    Ok(Event::Incoming(Packet::Publish(publish))) => {
-                        match take_in(link, &publish) {
-                            Ok(durable) => awaiting_store.push(durable, publish),
-                            Err(reason) => return Some(reason),
-                        }
-                    }
-                    // The end of a QoS 1 (PUBACK) or QoS 2 (PUBCOMP) flow.
-                    Ok(Event::Incoming(Packet::PubAck(PubAck { pkid, .. }) | Packet::PubComp(PubComp { pkid, .. }))) => {
+                    Ok(Event::Publish { topic, inbound, received }) => match take_in(link, &topic, inbound) {
+                        Ok(durable) => awaiting_store.push(durable, received),
+                        Err(reason) => return Some(reason),
+                    },
+                    Ok(Event::Completed(pkid)) => {
                         if let Some(out) = unacked.remove(&pkid) {
                             link.confirmed(out);
                             last_progress = Instant::now();
                         }
                     }
-                    Ok(Event::Incoming(Packet::PubRec(_))) => last_progress = Instant::now(),
-                    Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
+                    Ok(Event::Progress) => last_progress = Instant::now(),
+                    Ok(Event::Numbered(pkid)) => {
                         let Some(out) = unnumbered.pop_front() else { continue };
                         if pkid == 0 {
                             // QoS 0: written, and that is all it gets.
@@ -174,25 +138,23 @@ async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_br
                             unacked.insert(pkid, out);
                         }
                     }
-                    Ok(Event::Incoming(Packet::Disconnect(d))) => {
-                        return Some(format!("the remote disconnected ({:?})", d.reason_code));
-                    }
-                    Ok(_) => {}
-                    Err(e) => return Some(describe(&e)),
+                    Ok(Event::Disconnected(reason)) => return Some(format!("the remote disconnected ({reason})")),
+                    Ok(Event::ConnAck | Event::Other) => {}
+                    Err(reason) => return Some(reason),
                 }
             }
             out = link.next_outbound(), if room => {
-                if let Err(e) = send(&client, &out) {
-                    return Some(format!("could not send: {e}"));
+                if let Err(reason) = wire.publish(&out) {
+                    return Some(reason);
                 }
                 unnumbered.push_back(out);
             }
-            (result, publish) = awaiting_store.next() => {
+            (result, received) = awaiting_store.next() => {
                 if let Err(e) = result {
                     return Some(format!("a message from the remote could not be stored here ({e}); it will be sent again"));
                 }
-                if let Err(e) = client.try_ack(&publish) {
-                    return Some(format!("could not acknowledge: {e}"));
+                if let Err(reason) = wire.ack(&received) {
+                    return Some(reason);
                 }
             }
             _ = tokio::time::sleep_until(last_progress + ack_timeout), if stalled => {
@@ -204,22 +166,8 @@ async fn connection(link: &mut Link, options: MqttOptions, backoff: &mut tolk_br
 
 /// Publishes here what the remote sent. `Err`: the connection ends (the remote keeps the
 /// message and sends it again).
-fn take_in(link: &Link, publish: &Publish) -> Result<Option<Durable>, String> {
-    let topic =
-        std::str::from_utf8(&publish.topic).map_err(|_| "the remote sent a topic that is not UTF-8".to_owned())?;
-    let mut props = tolk_core::Properties::default();
-    if let Some(p) = &publish.properties {
-        props.user = p.user_properties.clone();
-        props.content_type = p.content_type.clone();
-        props.payload_utf8 = p.payload_format_indicator.map(|f| f == 1);
-        props.correlation_data = p.correlation_data.clone();
-    }
-    let qos = match publish.qos {
-        WireQoS::AtMostOnce => QoS::AtMostOnce,
-        WireQoS::AtLeastOnce => QoS::AtLeastOnce,
-        WireQoS::ExactlyOnce => QoS::ExactlyOnce,
-    };
-    let inbound = Inbound { payload: publish.payload.clone(), qos, retain: publish.retain, props };
+fn take_in(link: &Link, topic: &[u8], inbound: Inbound) -> Result<Option<Durable>, String> {
+    let topic = std::str::from_utf8(topic).map_err(|_| "the remote sent a topic that is not UTF-8".to_owned())?;
     match link.publish_in(topic, inbound) {
         Ok(durable) => Ok(durable),
         // Acknowledged and dropped: nothing here wants it.
@@ -227,37 +175,6 @@ fn take_in(link: &Link, publish: &Publish) -> Result<Option<Durable>, String> {
         Err(Refused::Full) => {
             Err("this broker is full (memory budget or queue limits); the remote will send again".into())
         }
-    }
-}
-
-/// Hands `out` to the client (it numbers it when it writes it: `Outgoing::Publish`).
-fn send(client: &AsyncClient, out: &Outbound) -> Result<(), String> {
-    let properties = PublishProperties {
-        user_properties: out.user.clone(),
-        content_type: out.message.props.content_type.clone(),
-        payload_format_indicator: out.message.props.payload_utf8.map(u8::from),
-        correlation_data: out.message.props.correlation_data.clone(),
-        ..PublishProperties::default()
-    };
-    let payload: Bytes = out.message.payload.clone();
-    client
-        .try_publish_with_properties(out.topic.clone(), wire_qos(out.qos), out.message.retain, payload, properties)
-        .map_err(|e| e.to_string())
-}
-
-fn wire_qos(qos: QoS) -> WireQoS {
-    match qos {
-        QoS::AtMostOnce => WireQoS::AtMostOnce,
-        QoS::AtLeastOnce => WireQoS::AtLeastOnce,
-        QoS::ExactlyOnce => WireQoS::ExactlyOnce,
-    }
-}
-
-/// A connection error as a log line a user can act on.
-fn describe(error: &ConnectionError) -> String {
-    match error {
-        ConnectionError::ConnectionRefused(code) => format!("the remote refused the connection: {code:?}"),
-        other => other.to_string(),
     }
 }
 
