@@ -192,8 +192,9 @@ def test_bridges_over_tls_trust_the_ca_file(tmp_path):
 
 
 def test_a_wsn_bridge_between_two_tolks_makes_no_loop(tmp_path):
-    """tolk a Subscribes at tolk b's NotificationBroker with its own consumer and sends its
-    messages there as Notify; both ways on `#`, each side gets one copy of everything."""
+    """tolk a Subscribes at tolk b's NotificationBroker with its own consumer (on `#`: without a
+    Filter) and sends its messages there as Notify; both ways, each side gets one copy of
+    everything."""
     (tmp_path / "b").mkdir()
     b = Broker(tmp_path / "b", top='node_name = "b"')
     b.start()
@@ -202,7 +203,7 @@ def test_a_wsn_bridge_between_two_tolks_makes_no_loop(tmp_path):
     with open(a.config, "a") as config:
         config.write(
             f'[[bridge]]\nname = "up"\nkind = "wsn"\nurl = "http://127.0.0.1:{b.port("http")}/wsn"\n'
-            f'local_url = "http://127.0.0.1:{a.port("http")}"\ntopics = ["data/# both 1"]\nremote_node = "b"\n'
+            f'local_url = "http://127.0.0.1:{a.port("http")}"\ntopics = ["# both 1"]\nremote_node = "b"\n'
             'reconnect_min = "100ms"\nreconnect_max = "1s"\n'
         )
     a.start()

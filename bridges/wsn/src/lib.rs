@@ -54,13 +54,15 @@ struct Bridge {
     limits: Limits,
 }
 
-async fn run(link: Link, key: String, inbox: mpsc::Receiver<Notified>) {
+async fn run(mut link: Link, key: String, inbox: mpsc::Receiver<Notified>) {
     let config = link.config();
     let remote = match Remote::new(&config.url, config.ack_timeout) {
         Ok(remote) => remote,
-        // Checked with the configuration; here only for completeness.
-        Err(reason) => return tracing::error!(bridge = %config.name, reason, "bridge not started"),
+        // An url the configuration check let through but that is no usable address: shown in
+        // the log and /api/bridges, and nothing more is tried.
+        Err(reason) => return link.disconnected(&reason),
     };
+    let config = link.config();
     let consumer = config
         .local_url
         .as_ref()
@@ -146,11 +148,17 @@ impl Bridge {
                 }
                 *subscription = None;
             }
-            let expression = TopicExpression::from_filter(filter, None)
-                .map_err(|e| format!("the in rule for {filter:?} has no WS-N form: {e}"))?;
+            // `#` is every topic: a Subscribe without a Filter.
+            let topic_expressions = if filter == "#" {
+                Vec::new()
+            } else {
+                let expression = TopicExpression::from_filter(filter, None)
+                    .map_err(|e| format!("the in rule for {filter:?} has no WS-N form: {e}"))?;
+                vec![expression]
+            };
             let subscribe = Request::Subscribe(Subscribe {
                 consumer_reference: consumer.clone(),
-                topic_expressions: vec![expression],
+                topic_expressions,
                 other_filters: Vec::new(),
                 initial_termination_time: Some(lifetime.clone()),
                 use_raw: false,
