@@ -124,10 +124,14 @@ fn main() -> ExitCode {
 fn init_logging(level: &str) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
-    let from_env = std::env::var("RUST_LOG").ok().filter(|spec| !spec.is_empty());
-    let bad_env = from_env.as_ref().is_some_and(|spec| spec.parse::<Targets>().is_err());
-    let spec = from_env.filter(|spec| spec.parse::<Targets>().is_ok()).unwrap_or_else(|| level.to_owned());
-    let mut filter = spec.parse::<Targets>().unwrap_or_else(|_| Targets::new().with_default(LevelFilter::INFO));
+    let parse = |spec: String| spec.parse::<Targets>().ok().map(|filter| (filter, spec));
+    let env = std::env::var("RUST_LOG").ok().filter(|spec| !spec.is_empty());
+    let from_env = env.clone().and_then(parse);
+    let bad_env = env.is_some() && from_env.is_none();
+    // `level` was checked with the configuration.
+    let (mut filter, spec) = from_env
+        .or_else(|| parse(level.to_owned()))
+        .unwrap_or_else(|| (Targets::new().with_default(LevelFilter::INFO), String::new()));
     if !spec.contains("lapin") {
         filter = filter.with_target("lapin", LevelFilter::OFF);
     }

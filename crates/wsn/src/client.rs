@@ -136,9 +136,8 @@ const fn soap12_content_type() -> &'static str {
 }
 
 /// The error and its causes on one line ("client error (Connect): tcp connect error: Connection
-/// refused"), since hyper's top-level message alone says little. Public for the WS-N bridge's
-/// client (`bridges/wsn`).
-pub fn error_chain(error: &dyn std::error::Error) -> String {
+/// refused"), since hyper's top-level message alone says little.
+fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

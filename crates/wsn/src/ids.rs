@@ -37,7 +37,7 @@ impl IdSource {
     }
 
     /// A random (version 4 layout) UUID as a `urn:uuid:` URI, for `wsa:MessageID`.
-    pub fn message_id(&self) -> String {
+    pub(crate) fn message_id(&self) -> String {
         let (a, b) = self.pair();
         let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
         let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;

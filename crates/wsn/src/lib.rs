@@ -44,7 +44,7 @@ mod subscription;
 /// Notify ↔ core message; the broker itself uses it only through its endpoint.
 pub mod translate;
 
-pub use client::{NotifyClient, PostError, error_chain};
+pub use client::{NotifyClient, PostError};
 pub use config::{PullPointConfig, PushConfig, WsnConfig, default_path};
 pub use frontend::WsnFrontEnd;
 pub use ids::IdSource;
