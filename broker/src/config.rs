@@ -50,6 +50,8 @@ pub struct Config {
     pub storage: tolk_store::StorageConfig,
     /// Bridges to other brokers, one `[[bridge]]` table each.
     pub bridge: Vec<tolk_bridge::BridgeConfig>,
+    /// Many nodes, one topic space, over NATS JetStream; absent: this node is on its own.
+    pub cluster: Option<tolk_cluster::ClusterConfig>,
 }
 
 impl Default for Config {
@@ -70,6 +72,7 @@ impl Default for Config {
             auth: None,
             storage: tolk_store::StorageConfig::default(),
             bridge: Vec::new(),
+            cluster: None,
         }
     }
 }
@@ -235,6 +238,14 @@ impl Config {
             bail!("node_name: not empty, and no ',' or ' ' (it goes on the paths of bridged messages)");
         }
         self.bridges().validate()?;
+        if let Some(cluster) = &self.cluster {
+            if let (Some(top), Some(theirs)) = (&self.node_name, &cluster.node_name)
+                && top != theirs
+            {
+                bail!("cluster.node_name: {theirs:?} differs from node_name {top:?}; give one of them");
+            }
+            cluster.validate(&self.node_name())?;
+        }
         let mut seen: HashMap<(Socket, u16), &str> = HashMap::new();
         let http = [("http.bind", Some(self.http.bind)), ("http.tls_bind", self.http.tls_bind)]
             .into_iter()
@@ -273,6 +284,9 @@ impl Config {
         if !self.bridge.is_empty() {
             front_ends.push(Box::new(self.bridges()));
         }
+        if let Some(cluster) = &self.cluster {
+            front_ends.push(Box::new(tolk_cluster::Cluster::new(cluster.clone(), self.node_name())));
+        }
         front_ends
     }
 
@@ -284,9 +298,9 @@ impl Config {
         )
     }
 
-    /// `node_name`, or the host name when it is not set.
+    /// `node_name` (or `[cluster] node_name`), or the host name when neither is set.
     pub fn node_name(&self) -> String {
-        if let Some(name) = &self.node_name {
+        if let Some(name) = self.node_name.as_ref().or(self.cluster.as_ref().and_then(|c| c.node_name.as_ref())) {
             return name.clone();
         }
         std::fs::read_to_string("/proc/sys/kernel/hostname")

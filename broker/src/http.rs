@@ -30,14 +30,15 @@ pub fn routes(metrics: Arc<Metrics>, users: Option<Arc<dyn Authenticator>>) -> R
         .route("/metrics", get(prometheus))
         .route("/api/latency", get(latency))
         .route("/api/bridges", get(bridges))
-        .with_state(metrics);
+        .route("/api/cluster", get(cluster))
+        .with_state(metrics.clone());
     let protected = match users {
         Some(users) => {
             protected.layer(axum::middleware::from_fn(move |request, next| basic_auth(users.clone(), request, next)))
         }
         None => protected,
     };
-    Router::new().route("/healthz", get(|| async { "ok\n" })).merge(protected)
+    Router::new().route("/healthz", get(health)).with_state(metrics).merge(protected)
 }
 
 /// Lets a request through when its `Authorization: Basic` names a user the broker accepts;
@@ -78,6 +79,26 @@ async fn latency(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
 /// Each bridge to another broker (`[[bridge]]`): up or down, counters, spool, last error.
 async fn bridges(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
     Json(metrics.bridges().statuses())
+}
+
+/// This node's part in the cluster (`[cluster]`); 404 when it is on its own.
+async fn cluster(State(metrics): State<Arc<Metrics>>) -> Response {
+    match metrics.cluster() {
+        Some(cluster) => Json(cluster.status()).into_response(),
+        None => (StatusCode::NOT_FOUND, "no [cluster] on this node\n").into_response(),
+    }
+}
+
+/// `ok`, or `degraded: …` while the cluster's NATS is away: the node still serves its own
+/// clients (so 200, and systemd's check passes), but a load balancer matching the body can
+/// send new clients to a node that reaches the others.
+async fn health(State(metrics): State<Arc<Metrics>>) -> String {
+    match metrics.cluster().map(|c| c.status()) {
+        Some(status) if status.state != "up" => {
+            format!("degraded: cluster down ({})\n", status.last_error.as_deref().unwrap_or("connecting"))
+        }
+        _ => "ok\n".to_owned(),
+    }
 }
 
 /// Binds and serves `app` until `shutdown` is cancelled, on `bind` and, with `tls`, on

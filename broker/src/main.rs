@@ -119,8 +119,8 @@ fn main() -> ExitCode {
 /// Logs to stderr at `level` (checked with the configuration), or at `RUST_LOG` when that is
 /// set and valid. Per-module directives only (`tracing`'s `Targets`): the regex-based
 /// `EnvFilter` would add about 0.9 MB to the Pi binaries (docs/deploy-pi.md, "Binary size").
-/// lapin (the AMQP bridge's client) is silent unless named: it logs every failed connection
-/// attempt as an error, and the bridge already logs each reason once.
+/// lapin (the AMQP bridge's client) and async_nats (the cluster's) are silent unless named:
+/// they log every connection attempt, and the bridge or cluster already logs each reason once.
 fn init_logging(level: &str) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
@@ -132,8 +132,10 @@ fn init_logging(level: &str) {
     let (mut filter, spec) = from_env
         .or_else(|| parse(level.to_owned()))
         .unwrap_or_else(|| (Targets::new().with_default(LevelFilter::INFO), String::new()));
-    if !spec.contains("lapin") {
-        filter = filter.with_target("lapin", LevelFilter::OFF);
+    for quiet in ["lapin", "async_nats"] {
+        if !spec.contains(quiet) {
+            filter = filter.with_target(quiet, LevelFilter::OFF);
+        }
     }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);

@@ -16,6 +16,7 @@ mod commits;
 mod config;
 mod link;
 pub mod rule;
+mod spool;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -30,6 +31,7 @@ pub use backoff::Backoff;
 pub use commits::AwaitingStore;
 pub use config::{BridgeConfig, ConfigError, Kind};
 pub use link::{Inbound, Link, Outbound, Refused};
+pub use spool::{Spool, settle};
 
 /// Starts one bridge of a kind.
 pub type Runner = fn(Link) -> Launch;

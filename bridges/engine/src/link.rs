@@ -12,7 +12,6 @@
 //! crossed `hop_limit` bridges already; what leaves carries this node on its path, and what
 //! comes in carries the remote's name ([`crate::path`](tolk_core::path)).
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -29,9 +28,7 @@ use tolk_core::{
 use crate::backoff::Backoff;
 use crate::config::{BridgeConfig, ConfigError};
 use crate::rule::TopicRule;
-
-/// The consumer tag of the spool's one consumer.
-const SPOOL_TAG: u64 = 1;
+use crate::spool::{Spool, settle};
 
 /// A message to send to the remote.
 pub struct Outbound {
@@ -73,13 +70,11 @@ pub struct Link {
     config: Arc<BridgeConfig>,
     rules: Vec<TopicRule>,
     session: Session,
-    spool: Option<Arc<Queue>>,
+    spool: Option<Spool>,
     counters: Arc<BridgeCounters>,
     node: Arc<str>,
     remote_node: String,
     shutdown: CancellationToken,
-    consuming: bool,
-    taken: VecDeque<Delivery>,
     up: bool,
     last_error: Option<String>,
 }
@@ -93,11 +88,8 @@ impl Link {
         let counters = router.metrics().bridges().register(&config.name, config.kind.as_str());
         let session = router.open_session(Protocol::Bridge);
         let spool = if rules.iter().any(|r| r.direction.goes_out()) {
-            let spool = open_spool(router, &config, &rules, &session)?;
-            let read = spool.clone();
-            let gauge: tolk_core::SpoolGauge =
-                Box::new(move || ((read.ready_len() + read.unacked_len()) as u64, read.bytes() as u64));
-            let _ = counters.spool.set(gauge);
+            let spool = Spool::new(open_spool(router, &config, &rules, &session)?);
+            let _ = counters.spool.set(spool.gauge());
             Some(spool)
         } else {
             None
@@ -111,8 +103,6 @@ impl Link {
             node,
             remote_node,
             shutdown: ctx.shutdown.clone(),
-            consuming: false,
-            taken: VecDeque::new(),
             up: false,
             last_error: None,
             config: Arc::new(config),
@@ -170,15 +160,8 @@ impl Link {
         self.counters.up.store(true, Relaxed);
         self.counters.connects.fetch_add(1, Relaxed);
         *self.counters.last_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        if let Some(spool) = &self.spool
-            && !self.consuming
-        {
-            let credit = usize::from(self.config.max_inflight);
-            // Its own queue, and no access list applies to bridges (the configuration is the
-            // operator's): this cannot be refused.
-            if self.session.consume(spool, credit, QoS::ExactlyOnce, SPOOL_TAG).is_ok() {
-                self.consuming = true;
-            }
+        if let Some(spool) = &mut self.spool {
+            spool.start(&mut self.session, usize::from(self.config.max_inflight));
         }
     }
 
@@ -192,13 +175,8 @@ impl Link {
         self.last_error = Some(reason.to_owned());
         self.counters.up.store(false, Relaxed);
         *self.counters.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.to_owned());
-        if self.consuming {
-            self.session.cancel(SPOOL_TAG);
-            // Deliveries already handed to this session went back with the consumer.
-            let mut stale = Vec::new();
-            let _ = self.session.receiver().try_drain(&mut stale, usize::MAX);
-            self.taken.clear();
-            self.consuming = false;
+        if let Some(spool) = &mut self.spool {
+            spool.stop(&mut self.session);
         }
     }
 
@@ -206,18 +184,11 @@ impl Link {
     /// kept for the next call.
     pub async fn next_outbound(&mut self) -> Outbound {
         loop {
-            if let Some(delivery) = self.taken.pop_front() {
-                match self.map_out(delivery) {
-                    Some(out) => return out,
-                    None => continue,
-                }
+            let Some(spool) = &mut self.spool else { return std::future::pending().await };
+            let delivery = spool.next(&self.session).await;
+            if let Some(out) = self.map_out(delivery) {
+                return out;
             }
-            let mut batch = Vec::new();
-            if self.session.receiver().drain(&mut batch, usize::MAX).await.is_err() {
-                // Queue deliveries never overflow an outbox (credit bounds them).
-                self.session.receiver().set_attached(true);
-            }
-            self.taken.extend(batch);
         }
     }
 
@@ -304,10 +275,4 @@ fn open_spool(
             .map_err(|e| config.error(&format!("{rule}: {e}")))?;
     }
     Ok(spool)
-}
-
-fn settle(delivery: &Delivery) {
-    if let Some(ack) = &delivery.ack {
-        ack.ack();
-    }
 }

@@ -14,6 +14,7 @@ mod delivery;
 pub mod drive;
 pub mod frontend;
 pub mod hold;
+pub mod interest;
 pub mod listener;
 mod message;
 mod outbox;
@@ -37,6 +38,6 @@ pub use router::{
     SubscriptionOptions, Target,
 };
 pub use tolk_metrics::{
-    BridgeCounters, CloseReason, Denial, DropReason, Hop, MemoryKind, Metrics, Protocol, SpoolGauge,
+    BridgeCounters, CloseReason, ClusterCounters, Denial, DropReason, Hop, MemoryKind, Metrics, Protocol, SpoolGauge,
 };
 pub use trie::Trie;

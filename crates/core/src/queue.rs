@@ -19,7 +19,7 @@ use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::{Delivery, QueueAck, Settle, Settler};
 use crate::message::{Message, QoS, SessionId};
 use crate::outbox::{Outbox, PushOutcome};
-use crate::store::{Change, Durable, Space, Store, record};
+use crate::store::{Change, Confirm, Durable, Space, Store, record};
 
 /// Identifies a consumer within its queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -45,6 +45,10 @@ pub struct QueueOptions {
     /// Drop at-most-once messages while nobody consumes (counted as `remote_down`): a bridge's
     /// spool keeps only what must arrive at least once while its remote is away.
     pub at_most_once_needs_consumer: bool,
+    /// While switched on ([`Queue::set_confirming`]), an at-least-once message's publisher is
+    /// acknowledged only when the queue's consumer settles it: the cluster's outgoing queue,
+    /// whose consumer settles once JetStream has the message.
+    pub confirms: bool,
 }
 
 impl Default for QueueOptions {
@@ -56,6 +60,7 @@ impl Default for QueueOptions {
             durable: false,
             exclusive_owner: None,
             at_most_once_needs_consumer: false,
+            confirms: false,
         }
     }
 }
@@ -78,12 +83,15 @@ struct Waiting {
     redelivered: bool,
     /// Its arrival number in the store, or [`NOT_STORED`].
     seq: u64,
+    /// Its publisher's wait, in a confirming queue.
+    confirm: Option<Confirm>,
 }
 
 struct Unacked {
     message: Arc<Message>,
     consumer: ConsumerId,
     seq: u64,
+    confirm: Option<Confirm>,
 }
 
 /// The `seq` of a message the store does not hold.
@@ -111,6 +119,8 @@ struct State {
     /// sessions waiting offline in a `$share` group).
     holds: usize,
     deleted: bool,
+    /// New at-least-once messages get a [`Confirm`] ([`QueueOptions::confirms`]).
+    confirming: bool,
 }
 
 /// A named queue. Shared as `Arc<Queue>` by the router's bindings and the consumers.
@@ -241,22 +251,46 @@ impl Queue {
         state.consumers.is_empty() && state.holds == 0
     }
 
+    /// Starts or stops confirming to publishers ([`QueueOptions::confirms`]). Stopping
+    /// acknowledges every publisher still waiting: the message stays here, as durable as the
+    /// queue is, for the consumer to take when it is back (the cluster while NATS is away).
+    pub fn set_confirming(&self, on: bool) {
+        let mut state = self.lock();
+        state.confirming = on && self.options.confirms;
+        if !state.confirming {
+            let state = &mut *state;
+            let waits = state
+                .ready
+                .iter_mut()
+                .map(|w| &mut w.confirm)
+                .chain(state.unacked.values_mut().map(|u| &mut u.confirm));
+            waits.filter_map(Option::take).for_each(Confirm::send);
+        }
+    }
+
     /// Adds a message. It goes straight to a consumer with credit if there is one. A durable
     /// queue writes a persistent message to the store first and leaves the commit in
     /// `durable`: acknowledge the publisher once it resolves.
     pub fn push(self: &Arc<Self>, message: Arc<Message>, durable: &mut Option<Durable>) -> QueuePush {
-        let store = self.store.as_ref().filter(|_| message.qos != QoS::AtMostOnce);
+        let at_least_once = message.qos != QoS::AtMostOnce;
+        let store = self.store.as_ref().filter(|_| at_least_once);
         self.enqueue(message, false, |state, message| {
-            let Some(store) = store else { return NOT_STORED };
+            let confirm = (at_least_once && state.confirming).then(|| {
+                let (confirm, wait) = Durable::confirmation();
+                Durable::keep(durable, wait);
+                confirm
+            });
+            let Some(store) = store else { return (NOT_STORED, confirm) };
             let seq = state.next_seq;
             state.next_seq += 1;
             let key = record::seq_key(&self.name, seq);
-            *durable = Some(store.commit(vec![Change::Put {
+            let commit = store.commit(vec![Change::Put {
                 space: Space::QueueMessages,
                 key,
                 value: record::encode_message(message),
-            }]));
-            seq
+            }]);
+            Durable::keep(durable, commit);
+            (seq, confirm)
         })
     }
 
@@ -265,17 +299,17 @@ impl Queue {
     pub(crate) fn restore(self: &Arc<Self>, message: Message, seq: u64) -> QueuePush {
         self.enqueue(Arc::new(message), true, |state, _| {
             state.next_seq = state.next_seq.max(seq + 1);
-            seq
+            (seq, None)
         })
     }
 
     /// Admits a message within the queue's limits and the budget; `keep` stores it and
-    /// returns its arrival number.
+    /// returns its arrival number and its publisher's wait.
     fn enqueue(
         self: &Arc<Self>,
         message: Arc<Message>,
         redelivered: bool,
-        keep: impl FnOnce(&mut State, &Message) -> u64,
+        keep: impl FnOnce(&mut State, &Message) -> (u64, Option<Confirm>),
     ) -> QueuePush {
         let mut state = self.lock();
         if state.deleted {
@@ -310,8 +344,8 @@ impl Queue {
             return QueuePush::Full;
         }
         state.bytes += cost;
-        let seq = keep(&mut state, &message);
-        state.ready.push_back(Waiting { message, redelivered, seq });
+        let (seq, confirm) = keep(&mut state, &message);
+        state.ready.push_back(Waiting { message, redelivered, seq, confirm });
         self.dispatch(&mut state);
         QueuePush::Accepted
     }
@@ -350,13 +384,16 @@ impl Queue {
     pub fn get(self: &Arc<Self>, owner: ConsumerId, ack: bool) -> Option<(Arc<Message>, bool, Option<QueueAck>)> {
         let mut state = self.lock();
         let now = Instant::now();
-        let waiting = self.pop_live(&mut state, now)?;
+        let mut waiting = self.pop_live(&mut state, now)?;
         let settle = ack.then(|| {
-            let id = Self::track(&mut state, &waiting, owner);
+            let id = Self::track(&mut state, &mut waiting, owner);
             QueueAck::new(self.clone(), id)
         });
         if settle.is_none() {
             self.release(&mut state, &waiting.message, waiting.seq);
+            if let Some(confirm) = waiting.confirm.take() {
+                confirm.send();
+            }
         }
         Some((waiting.message, waiting.redelivered, settle))
     }
@@ -411,10 +448,19 @@ impl Queue {
             c.in_flight = c.in_flight.saturating_sub(1);
         }
         match how {
-            Settle::Requeue => {
-                state.ready.push_front(Waiting { message: unacked.message, redelivered: true, seq: unacked.seq })
+            Settle::Requeue => state.ready.push_front(Waiting {
+                message: unacked.message,
+                redelivered: true,
+                seq: unacked.seq,
+                confirm: unacked.confirm,
+            }),
+            Settle::Ack => {
+                self.release(&mut state, &unacked.message, unacked.seq);
+                if let Some(confirm) = unacked.confirm {
+                    confirm.send();
+                }
             }
-            Settle::Ack | Settle::Discard => self.release(&mut state, &unacked.message, unacked.seq),
+            Settle::Discard => self.release(&mut state, &unacked.message, unacked.seq),
         }
         self.dispatch(&mut state);
     }
@@ -423,14 +469,15 @@ impl Queue {
         let mut held: Vec<(u64, Unacked)> = state.unacked.extract_if(|_, u| u.consumer == id).collect();
         held.sort_unstable_by_key(|(tag, _)| std::cmp::Reverse(*tag));
         for (_, u) in held {
-            state.ready.push_front(Waiting { message: u.message, redelivered: true, seq: u.seq });
+            state.ready.push_front(Waiting { message: u.message, redelivered: true, seq: u.seq, confirm: u.confirm });
         }
     }
 
-    fn track(state: &mut State, waiting: &Waiting, consumer: ConsumerId) -> u64 {
+    fn track(state: &mut State, waiting: &mut Waiting, consumer: ConsumerId) -> u64 {
         state.next_delivery += 1;
         let id = state.next_delivery;
-        state.unacked.insert(id, Unacked { message: waiting.message.clone(), consumer, seq: waiting.seq });
+        let confirm = waiting.confirm.take();
+        state.unacked.insert(id, Unacked { message: waiting.message.clone(), consumer, seq: waiting.seq, confirm });
         id
     }
 
@@ -458,9 +505,9 @@ impl Queue {
                 return;
             };
             state.next_consumer = (index + 1) % n;
-            let Some(waiting) = self.pop_live(state, now) else { return };
+            let Some(mut waiting) = self.pop_live(state, now) else { return };
             let consumer_id = state.consumers[index].id;
-            let id = Self::track(state, &waiting, consumer_id);
+            let id = Self::track(state, &mut waiting, consumer_id);
             let consumer = &mut state.consumers[index];
             let delivery = Delivery {
                 qos: waiting.message.qos.min(consumer.options.max_qos),
@@ -528,6 +575,38 @@ mod tests {
         let mut v = Vec::new();
         rx.try_drain(&mut v, 100).unwrap();
         v
+    }
+
+    /// Whether a publisher's wait has ended, without blocking.
+    fn resolved(durable: &mut Option<Durable>) -> Option<bool> {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        match std::pin::Pin::new(durable.as_mut()?).poll(&mut cx) {
+            std::task::Poll::Ready(result) => Some(result.is_ok()),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    #[test]
+    fn a_confirming_queue_acknowledges_publishers_on_settle_or_when_switched_off() {
+        let options = QueueOptions { confirms: true, ..QueueOptions::default() };
+        let q = Arc::new(Queue::new("c", SessionId(100), options, 8, test_budget(), None));
+        let mut before = None;
+        q.push(msg(0), &mut before);
+        assert!(before.is_none(), "not confirming yet: nothing to wait for");
+        q.set_confirming(true);
+        let (mut first, mut second) = (None, None);
+        q.push(msg(1), &mut first);
+        q.push(msg(2), &mut second);
+        let (_c, rx) = consumer(&q, 8);
+        let taken = take(&rx);
+        assert_eq!(resolved(&mut first), None, "waits for the consumer");
+        taken[1].ack.as_ref().unwrap().ack();
+        assert_eq!(resolved(&mut first), Some(true));
+        taken[2].ack.as_ref().unwrap().nack(true);
+        assert_eq!(resolved(&mut second), None, "requeued: still waiting");
+        q.set_confirming(false);
+        assert_eq!(resolved(&mut second), Some(true), "kept here: acknowledged");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use tolk_metrics::{Denial, DropReason, MemoryKind, Metrics, Protocol};
 use crate::access::{self, Access, ReadCheck, Resource, Right, Rights, SubscribeError};
 use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::Delivery;
+use crate::interest::{Interest, InterestWatch};
 use crate::message::{Message, QoS, SessionId};
 use crate::outbox::{Outbox, OutboxLimits, OutboxReceiver, PushOutcome, outbox};
 use crate::queue::{Queue, QueueOptions, QueuePush};
@@ -221,6 +222,8 @@ struct Subscriptions {
     trie: Trie<Subscription>,
     /// Filters per owner, so that a session's subscriptions can all be removed when it ends.
     by_owner: HashMap<SessionId, Vec<(String, u64)>, RandomState>,
+    /// The filters local subscribers want, counted once the cluster watches them.
+    interest: Option<Interest>,
 }
 
 struct Inner {
@@ -357,6 +360,9 @@ impl Router {
         let replaced = subs.trie.upsert(filter, subscription, |s| s.owner == owner && s.tag == tag).is_some();
         if !replaced {
             subs.by_owner.entry(owner).or_default().push((filter.to_owned(), tag));
+            if let Some(interest) = &mut subs.interest {
+                interest.added(owner, filter);
+            }
         }
         Ok(replaced)
     }
@@ -365,6 +371,9 @@ impl Router {
     pub fn unsubscribe(&self, owner: SessionId, filter: &str, tag: u64) -> bool {
         let mut subs = self.write();
         let removed = subs.trie.remove(filter, |s| s.owner == owner && s.tag == tag) > 0;
+        if removed && let Some(interest) = &mut subs.interest {
+            interest.removed(owner, filter);
+        }
         if removed && let Some(list) = subs.by_owner.get_mut(&owner) {
             list.retain(|(f, t)| !(f == filter && *t == tag));
             if list.is_empty() {
@@ -378,7 +387,34 @@ impl Router {
     pub fn unsubscribe_all(&self, owner: SessionId) -> usize {
         let mut subs = self.write();
         let Some(list) = subs.by_owner.remove(&owner) else { return 0 };
-        list.iter().map(|(filter, tag)| subs.trie.remove(filter, |s| s.owner == owner && s.tag == *tag)).sum()
+        let subs = &mut *subs;
+        let mut removed = 0;
+        for (filter, tag) in &list {
+            let n = subs.trie.remove(filter, |s| s.owner == owner && s.tag == *tag);
+            if n > 0
+                && let Some(interest) = &mut subs.interest
+            {
+                interest.removed(owner, filter);
+            }
+            removed += n;
+        }
+        removed
+    }
+
+    /// Starts counting which filters local subscribers want ([`crate::interest`]), leaving
+    /// out `ignore`'s bindings (the watcher's own queue). One watcher per router.
+    pub fn watch_interest(&self, ignore: SessionId) -> InterestWatch {
+        let mut subs = self.write();
+        let subs = &mut *subs;
+        let existing = subs.by_owner.iter().flat_map(|(owner, list)| list.iter().map(|(f, _)| (*owner, f.as_str())));
+        let (interest, watch) = Interest::new(ignore, existing);
+        subs.interest = Some(interest);
+        watch
+    }
+
+    /// The filters local subscribers want now, sorted (empty until [`Router::watch_interest`]).
+    pub fn interest(&self) -> Vec<String> {
+        self.read().interest.as_ref().map(Interest::filters).unwrap_or_default()
     }
 
     /// Number of subscriptions in the trie (queue bindings included).
@@ -434,7 +470,7 @@ impl Router {
                 }
                 kept => {
                     if let Some(commit) = self.keep_retained(&message, kept) {
-                        *durable = Some(commit);
+                        Durable::keep(durable, commit);
                     }
                 }
             }
@@ -469,7 +505,7 @@ impl Router {
                     let keeper = outbox.keeper().filter(|_| delivery.qos != QoS::AtMostOnce);
                     if let Some((seq, commit)) = keeper.and_then(|k| k.keep(&delivery)) {
                         delivery.stored = seq;
-                        *durable = Some(commit);
+                        Durable::keep(durable, commit);
                     }
                     let kept = delivery.stored;
                     let pushed = outbox.push(delivery);
@@ -609,6 +645,15 @@ impl Router {
             _ => Change::Put { space: Space::Retained, key, value: record::encode_message(message) },
         };
         Some(store.commit(vec![change]))
+    }
+
+    /// Keeps `message` as its topic's retained message (an empty payload clears it) without
+    /// routing it anywhere: what another node of the cluster retained, from the shared bucket.
+    pub fn retain_only(&self, message: &Arc<Message>) {
+        match self.0.retained.store(message) {
+            RetainOutcome::Full => self.0.metrics.protocol(message.origin.protocol).dropped(DropReason::MemoryFull, 1),
+            kept => drop(self.keep_retained(message, kept)),
+        }
     }
 
     /// The store, once attached: for a front end that restores its own kept state (persistent

@@ -124,10 +124,15 @@ pub trait Store: Send + Sync + 'static {
     fn load(&self, space: Space) -> Result<Vec<Record>, StoreError>;
 }
 
-/// Resolves when a commit is durable.
-pub struct Durable(DurableState);
+/// Resolves when what a publish left behind is safe: the store's commit is durable, and the
+/// queue that confirms to publishers (the cluster's, [`crate::QueueOptions::confirms`]) has
+/// passed the message on. The publisher is acknowledged then.
+pub struct Durable {
+    commit: Option<Commit>,
+    confirm: Option<oneshot::Receiver<()>>,
+}
 
-enum DurableState {
+enum Commit {
     Waiting(oneshot::Receiver<Result<(), StoreError>>),
     Done(Option<Result<(), StoreError>>),
 }
@@ -142,16 +147,44 @@ impl Completion {
     }
 }
 
+/// A confirming queue's half of a [`Durable`]: sent when the message has been passed on.
+/// Dropped unsent (the queue was purged or deleted), the publisher is told it failed.
+pub(crate) struct Confirm(oneshot::Sender<()>);
+
+impl Confirm {
+    pub(crate) fn send(self) {
+        let _ = self.0.send(());
+    }
+}
+
 impl Durable {
     /// A commit whose outcome the store will give through the [`Completion`].
     pub fn pending() -> (Completion, Durable) {
         let (tx, rx) = oneshot::channel();
-        (Completion(tx), Durable(DurableState::Waiting(rx)))
+        (Completion(tx), Durable { commit: Some(Commit::Waiting(rx)), confirm: None })
     }
 
     /// A commit whose outcome is known now (nothing to store, or refused at once).
     pub fn ready(result: Result<(), StoreError>) -> Durable {
-        Durable(DurableState::Done(Some(result)))
+        Durable { commit: Some(Commit::Done(Some(result))), confirm: None }
+    }
+
+    /// A wait for a confirming queue to pass a message on.
+    pub(crate) fn confirmation() -> (Confirm, Durable) {
+        let (tx, rx) = oneshot::channel();
+        (Confirm(tx), Durable { commit: None, confirm: Some(rx) })
+    }
+
+    /// Adds `later` to what `slot` waits for. Store commits are durable in order, so the later
+    /// commit stands for both; a confirmation is kept beside it (a message enters at most one
+    /// confirming queue).
+    pub(crate) fn keep(slot: &mut Option<Durable>, later: Durable) {
+        *slot = Some(match slot.take() {
+            None => later,
+            Some(earlier) => {
+                Durable { commit: later.commit.or(earlier.commit), confirm: later.confirm.or(earlier.confirm) }
+            }
+        });
     }
 }
 
@@ -159,9 +192,23 @@ impl Future for Durable {
     type Output = Result<(), StoreError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.0 {
-            DurableState::Waiting(rx) => Pin::new(rx).poll(cx).map(|r| r.unwrap_or(Err(StoreError::Closed))),
-            DurableState::Done(result) => Poll::Ready(result.take().unwrap_or(Err(StoreError::Closed))),
+        let this = &mut *self;
+        if let Some(commit) = &mut this.commit {
+            let result = match commit {
+                Commit::Waiting(rx) => std::task::ready!(Pin::new(rx).poll(cx)).unwrap_or(Err(StoreError::Closed)),
+                Commit::Done(result) => result.take().unwrap_or(Err(StoreError::Closed)),
+            };
+            this.commit = None;
+            if result.is_err() {
+                this.confirm = None;
+                return Poll::Ready(result);
+            }
         }
+        if let Some(confirm) = &mut this.confirm {
+            let result = std::task::ready!(Pin::new(confirm).poll(cx)).map_err(|_| StoreError::Closed);
+            this.confirm = None;
+            return Poll::Ready(result);
+        }
+        Poll::Ready(Ok(()))
     }
 }

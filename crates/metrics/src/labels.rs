@@ -58,6 +58,8 @@ label_enum! {
         Internal => "internal",
         /// Another broker, through a bridge (`[[bridge]]`): messages it brought in, or took out.
         Bridge => "bridge",
+        /// Another node of this cluster (`[cluster]`), through NATS.
+        Cluster => "cluster",
     }
 }
 
@@ -75,6 +77,9 @@ label_enum! {
         /// Frame complete on the way in → the remote broker's acknowledgement, through a bridge
         /// (its spool and its uplink included).
         Bridge => "bridge",
+        /// Frame complete on the publishing node → taken from NATS on this node, by the two
+        /// nodes' clocks (`[cluster]`).
+        Cluster => "cluster",
     }
 }
 

@@ -8,12 +8,14 @@
 #![warn(missing_docs)]
 
 mod bridges;
+mod cluster;
 mod histogram;
 mod labels;
 mod registry;
 mod render;
 
 pub use bridges::{BridgeCounters, BridgeStatus, Bridges, SpoolGauge};
+pub use cluster::{ClusterCounters, ClusterStatus};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
 pub use labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
 pub use registry::{ConnectionGauge, MemoryGauges, Metrics, ProtocolCounters};

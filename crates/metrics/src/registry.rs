@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::bridges::Bridges;
+use crate::cluster::ClusterCounters;
 use crate::histogram::LatencyHistogram;
 use crate::labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
 
@@ -69,6 +70,7 @@ pub struct Metrics {
     protocols: [ProtocolCounters; P],
     memory: MemoryGauges,
     bridges: Bridges,
+    cluster: OnceLock<Arc<ClusterCounters>>,
 }
 
 /// Bytes held against the broker's memory budget, by holder. The budget itself (its limit and
@@ -118,6 +120,7 @@ impl Metrics {
             protocols: Default::default(),
             memory: MemoryGauges::default(),
             bridges: Bridges::default(),
+            cluster: OnceLock::new(),
         }
     }
 
@@ -128,6 +131,18 @@ impl Metrics {
     /// The bridges to other brokers.
     pub fn bridges(&self) -> &Bridges {
         &self.bridges
+    }
+
+    /// Registers the cluster (`[cluster]`) under this node's name; once.
+    pub fn register_cluster(&self, node: &str) -> Arc<ClusterCounters> {
+        self.cluster
+            .get_or_init(|| Arc::new(ClusterCounters { node: node.to_owned(), ..ClusterCounters::default() }))
+            .clone()
+    }
+
+    /// The cluster's counters, when this node is part of one.
+    pub fn cluster(&self) -> Option<&Arc<ClusterCounters>> {
+        self.cluster.get()
     }
 
     /// The histogram for one hop of messages going from `from` publishers to `to` subscribers.

@@ -95,6 +95,9 @@ impl Metrics {
         self.render_latency(&mut out);
         self.render_counters(&mut out);
         self.bridges().render(&mut out);
+        if let Some(cluster) = self.cluster() {
+            cluster.render(&mut out);
+        }
         out
     }
 
