@@ -3,7 +3,8 @@
 # x86_64. Everything it needs it installs: Debian's cross gcc, qemu-user(-static), debootstrap
 # and mosquitto-clients with apt-get, the two Rust targets with rustup. Then:
 #   1. cross-builds tolk for aarch64 and armv7 (deploy/build.sh), stripped, at most 8 MB each;
-#   2. checks that no dependency needs openssl or aws-lc for them (deploy/check-deps.sh);
+#   2. checks that no dependency needs openssl or aws-lc for them (deploy/check-deps.sh), and
+#      that the cluster, left out of these binaries for now, cross-compiles;
 #   3. smoke-tests both binaries under qemu-user on free loopback ports (deploy/smoke.py);
 #   4. builds the arm64 and armhf .deb packages (deploy/package.sh);
 #   5. checks the packages and installs the arm64 one into a Debian arm64 root
@@ -30,7 +31,7 @@ step() {
 }
 
 step "Debian packages"
-packages=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
+packages=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross lld
           qemu-user mosquitto-clients curl iproute2)
 [[ ${TOLK_DEB_ROOT_CHECK:-1} == 0 ]] || packages+=(qemu-user-static debootstrap)
 missing=()
@@ -61,6 +62,10 @@ done
 
 step "No openssl / aws-lc for the ARM targets"
 deploy/check-deps.sh
+
+step "The cluster (left out of the packaged binaries for now) cross-compiles"
+# The packages are built without it (deploy/build.sh); this keeps it building for both Pis.
+for t in "${targets[@]}"; do cargo check -p tolk-cluster --target "$t"; done
 
 step "Smoke tests under qemu-user"
 mkdir -p target/deploy

@@ -364,4 +364,20 @@ ack_timeout = "5s"
             assert!(err.contains(says), "{err}");
         }
     }
+
+    #[test]
+    fn a_cluster_table_starts_the_cluster_under_one_node_name() {
+        let text = "[cluster]\nnats_urls = [\"nats://a:4222\"]\nnode_name = \"gw-2\"\n";
+        let config = Config::parse(text).unwrap();
+        assert_eq!(config.node_name(), "gw-2");
+        assert_eq!(config.front_ends().last().map(|f| f.name()), Some("cluster"));
+        for (bad, says) in [
+            (format!("node_name = \"gw1\"\n{text}"), "differs from node_name"),
+            (text.replace("gw-2", "gw.2"), "node_name"),
+            (text.replace("nats://a:4222", "http://a"), "nats_urls"),
+        ] {
+            let err = format!("{:#}", Config::parse(&bad).unwrap_err());
+            assert!(err.contains(says), "{err}");
+        }
+    }
 }

@@ -94,6 +94,10 @@ fn default_reconnect_max() -> Duration {
     Duration::from_secs(10)
 }
 
+/// Why a build without the `nats` feature refuses `[cluster]`.
+pub(crate) const NOT_BUILT: &str = "this build of tolk has no cluster: it was built without the `cluster` feature, \
+     as the Raspberry Pi packages are for now (docs/deploy-pi.md, \"Binary size\")";
+
 /// A `[cluster]` setting that cannot work.
 #[derive(Debug, thiserror::Error)]
 #[error("[cluster] {0}")]
@@ -136,6 +140,9 @@ impl ClusterConfig {
         }
         if self.max_inflight == 0 {
             return fail("max_inflight: at least 1");
+        }
+        if cfg!(not(feature = "nats")) {
+            return fail(NOT_BUILT);
         }
         Ok(())
     }

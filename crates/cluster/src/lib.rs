@@ -21,13 +21,13 @@
 
 mod config;
 pub mod cover;
+#[cfg(feature = "nats")]
 mod node;
 pub mod subject;
 
 use std::io;
-use std::sync::Arc;
 
-use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture, Started};
+use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, StartFuture};
 
 pub use config::{ClusterConfig, ConfigError};
 
@@ -61,10 +61,18 @@ impl FrontEnd for Cluster {
     fn start(self: Box<Self>, ctx: FrontEndContext) -> StartFuture {
         Box::pin(async move {
             self.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-            let node = node::Node::open(&ctx, Arc::new(self.config), Arc::from(self.node))
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-            ctx.tracker.spawn(node.run());
-            Ok(Started { addrs: Vec::new(), routes: None })
+            #[cfg(feature = "nats")]
+            {
+                let node = node::Node::open(&ctx, std::sync::Arc::new(self.config), self.node.into())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                ctx.tracker.spawn(node.run());
+                Ok(tolk_core::frontend::Started { addrs: Vec::new(), routes: None })
+            }
+            #[cfg(not(feature = "nats"))]
+            {
+                let _ = ctx;
+                Err(io::Error::new(io::ErrorKind::Unsupported, config::NOT_BUILT))
+            }
         })
     }
 }

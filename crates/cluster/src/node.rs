@@ -84,6 +84,8 @@ impl Node {
         let spool = Spool::new(queue);
         let counters = router.metrics().register_cluster(&node);
         let _ = counters.spool.set(spool.gauge());
+        let queues = router.clone();
+        let _ = counters.local_queues.set(Box::new(move || queues.client_queue_count() as u64));
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
         Ok(Node {
             config,
@@ -182,7 +184,7 @@ impl Node {
 
     /// One connection: returns why it ended, or `None` when the broker stops.
     async fn connection(&mut self, backoff: &mut Backoff) -> Option<String> {
-        let (events_tx, mut events) = mpsc::channel(64);
+        let (events_tx, events) = mpsc::channel(64);
         let servers = match self.servers() {
             Ok(servers) => servers,
             Err(reason) => return Some(reason),
@@ -195,6 +197,19 @@ impl Node {
                 Err(e) => return Some(format!("cannot reach NATS: {e}")),
             },
         };
+        self.learn_servers(&client);
+        let info = client.server_info();
+        *self.counters.server.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(format!("{} {}:{}", info.server_name, info.host, info.port));
+        let reason = self.serve(&client, events, backoff).await;
+        *self.counters.server.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        // The NATS cluster tells of its servers as they join: remember them for the next time.
+        self.learn_servers(&client);
+        reason
+    }
+
+    /// Adds the servers `client` has heard of to those tried next time.
+    fn learn_servers(&mut self, client: &async_nats::Client) {
         let scheme = if self.config.nats_urls.iter().all(|u| u.starts_with("tls://")) { "tls" } else { "nats" };
         for url in client.server_info().connect_urls {
             let url = format!("{scheme}://{url}");
@@ -202,6 +217,16 @@ impl Node {
                 self.discovered.push(url);
             }
         }
+    }
+
+    /// Sets up the stream, the bucket and the consumer on a connection, then moves messages
+    /// until it fails (`Some(reason)`) or the broker stops (`None`).
+    async fn serve(
+        &mut self,
+        client: &async_nats::Client,
+        mut events: mpsc::Receiver<async_nats::Event>,
+        backoff: &mut Backoff,
+    ) -> Option<String> {
         let js = jetstream::ContextBuilder::new().timeout(self.config.ack_timeout).build(client.clone());
         let names = Names::new(&self.config.prefix);
         let setup = async {
@@ -232,7 +257,7 @@ impl Node {
         let mut core_subs: HashMap<String, AbortHandle> = HashMap::new();
         let mut core_tasks = JoinSet::new();
         let (core_tx, mut core_rx) = mpsc::channel::<async_nats::Message>(1024);
-        let mut consumer_messages: Option<consumer::pull::Stream> = None;
+        let mut consumer: Option<Consumer> = None;
         let mut sending: FuturesUnordered<Sending> = FuturesUnordered::new();
         let mut awaiting_store: AwaitingStore<jetstream::Message> = AwaitingStore::default();
         let max_inflight = usize::from(self.config.max_inflight);
@@ -248,14 +273,14 @@ impl Node {
                     wanted = filters;
                     if let Err(e) = self
                         .follow_interest(
-                            &client,
+                            client,
                             &stream,
                             &names,
                             &wanted,
                             &mut core_subs,
                             &mut core_tasks,
                             &core_tx,
-                            &mut consumer_messages,
+                            &mut consumer,
                         )
                         .await
                     {
@@ -279,7 +304,7 @@ impl Node {
                     continue;
                 }
                 delivery = self.spool.next(&self.session), if sending.len() < max_inflight => {
-                    match self.send(&client, &js, &names, delivery).await {
+                    match self.send(client, &js, &names, delivery).await {
                         Ok(Some(pending)) => sending.push(pending),
                         Ok(None) => {}
                         Err(reason) => return Some(reason),
@@ -302,8 +327,17 @@ impl Node {
                     continue;
                 }
                 Some(message) = core_rx.recv() => Arrival::Core(message),
-                Some(message) = next_of(&mut consumer_messages) => match message {
+                Some(message) = next_of(&mut consumer) => match message {
                     Ok(message) => Arrival::Stream(message),
+                    Err(e) if e.kind() == consumer::pull::MessagesErrorKind::MissingHeartbeat => {
+                        // Its pull request went with a NATS server: ask again.
+                        if let Some(consumer) = &mut consumer
+                            && let Err(e) = consumer.pull_again().await
+                        {
+                            return Some(e);
+                        }
+                        continue;
+                    }
                     Err(e) => return Some(format!("JetStream consumer: {e}")),
                 },
                 Some(message) = retained.next() => match message {
@@ -346,7 +380,7 @@ impl Node {
         core_subs: &mut HashMap<String, AbortHandle>,
         core_tasks: &mut JoinSet<()>,
         core_tx: &mpsc::Sender<async_nats::Message>,
-        consumer_messages: &mut Option<consumer::pull::Stream>,
+        consumer: &mut Option<Consumer>,
     ) -> Result<(), String> {
         let core: HashSet<String> = wanted.iter().flat_map(|f| subject::of_filter(&names.core, f)).collect();
         core_subs.retain(|subject, task| {
@@ -390,9 +424,11 @@ impl Node {
             inactive_threshold: self.config.max_age,
             ..Default::default()
         };
-        let consumer = stream.create_consumer(config).await.map_err(|e| format!("JetStream consumer: {e}"))?;
-        if consumer_messages.is_none() {
-            *consumer_messages = Some(consumer.messages().await.map_err(|e| format!("JetStream consumer: {e}"))?);
+        let handle = stream.create_consumer(config).await.map_err(|e| format!("JetStream consumer: {e}"))?;
+        if consumer.is_none() {
+            let mut fresh = Consumer { handle, messages: None };
+            fresh.pull_again().await?;
+            *consumer = Some(fresh);
         }
         tracing::debug!(node = %self.node, filters = ?wanted, "cluster interest");
         Ok(())
@@ -532,6 +568,14 @@ impl Node {
     /// Keeps here what another node retained (or deleted) in the bucket.
     fn take_retained(&self, names: &Names, nats: &jetstream::Message) {
         let headers = nats.headers.as_ref();
+        let own = headers.and_then(|h| h.get(NODE_HEADER)).is_some_and(|v| v.as_str() == &*self.node);
+        if own && let Some(topic) = subject::to_topic(&names.bucket_subjects, &nats.subject) {
+            // This node's own value, already kept here when it was published; only a node
+            // that lost it (restarted without the store) takes it back.
+            if !self.router.retained(&topic).is_empty() {
+                return;
+            }
+        }
         let deleted = headers.and_then(|h| h.get(KV_OPERATION)).is_some();
         let message = if deleted {
             let Some(topic) = subject::to_topic(&names.bucket_subjects, &nats.subject) else { return };
@@ -558,11 +602,25 @@ enum Taken {
     Full,
 }
 
+/// This node's durable consumer, and its stream of pulled messages.
+struct Consumer {
+    handle: consumer::Consumer<consumer::pull::Config>,
+    messages: Option<consumer::pull::Stream>,
+}
+
+impl Consumer {
+    /// Starts pulling, again after the pull request was lost with a NATS server: heartbeats
+    /// every 2 s tell within seconds, where the client's default takes 30.
+    async fn pull_again(&mut self) -> Result<(), String> {
+        let pull = self.handle.stream().heartbeat(Duration::from_secs(2)).expires(Duration::from_secs(10));
+        self.messages = Some(pull.messages().await.map_err(|e| format!("JetStream consumer: {e}"))?);
+        Ok(())
+    }
+}
+
 /// The next message of the consumer, once there is one.
-async fn next_of(
-    messages: &mut Option<consumer::pull::Stream>,
-) -> Option<Result<jetstream::Message, consumer::pull::MessagesError>> {
-    match messages {
+async fn next_of(consumer: &mut Option<Consumer>) -> Option<Result<jetstream::Message, consumer::pull::MessagesError>> {
+    match consumer.as_mut().and_then(|c| c.messages.as_mut()) {
         Some(messages) => messages.next().await,
         None => std::future::pending().await,
     }

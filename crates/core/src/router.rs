@@ -711,6 +711,11 @@ impl Router {
         Ok((queue, true))
     }
 
+    /// Named queues declared by clients now (not the broker's own `$…` ones).
+    pub fn client_queue_count(&self) -> usize {
+        self.queues().keys().filter(|name| !name.starts_with('$')).count()
+    }
+
     /// The queue called `name`, if declared.
     pub fn queue(&self, name: &str) -> Option<Arc<Queue>> {
         self.queues().get(name).cloned()

@@ -210,3 +210,25 @@ fn a_message_that_passed_this_node_is_dropped_as_a_loop() {
     assert_eq!(publisher.publish(Arc::new(elsewhere)).delivered, 1);
     assert_eq!(r.metrics().protocol(Protocol::Mqtt).dropped_count(tolk_core::DropReason::Loop), 1);
 }
+
+#[test]
+fn interest_follows_subscriptions_and_bindings_but_not_the_watchers_own_queue() {
+    let r = router();
+    let (own, _) = r.declare_queue("$cluster/out", QueueOptions::default()).unwrap();
+    r.bind_queue_with(&own, "#", 0, SubscriptionOptions::default()).unwrap();
+    let a = r.open_session(Protocol::Mqtt);
+    a.subscribe("s/+", 0, SubscriptionOptions::default()).unwrap();
+    let _watch = r.watch_interest(own.id());
+    assert_eq!(r.interest(), ["s/+"], "what was there before the watch counts");
+    let b = r.open_session(Protocol::Stomp);
+    b.subscribe("s/+", 0, SubscriptionOptions::default()).unwrap();
+    b.subscribe("x", 1, SubscriptionOptions::default()).unwrap();
+    let (q, _) = r.declare_queue("work", QueueOptions::default()).unwrap();
+    r.bind_queue_with(&q, "jobs/#", 0, SubscriptionOptions::default()).unwrap();
+    assert_eq!(r.interest(), ["jobs/#", "s/+", "x"]);
+    drop(a);
+    assert_eq!(r.interest(), ["jobs/#", "s/+", "x"], "b still wants s/+");
+    drop(b);
+    r.delete_queue("work");
+    assert!(r.interest().is_empty());
+}

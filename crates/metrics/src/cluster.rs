@@ -29,8 +29,13 @@ pub struct ClusterCounters {
     pub subjects: AtomicU64,
     /// What the outgoing queue holds, read when shown.
     pub spool: OnceLock<SpoolGauge>,
+    /// How many named queues clients declared on this node, read when shown: they are
+    /// node-local (their consumers do not compete across nodes).
+    pub local_queues: OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// Why the last connection attempt failed or the last connection ended.
     pub last_error: Mutex<Option<String>>,
+    /// The NATS server connected to now: its name and address.
+    pub server: Mutex<Option<String>>,
 }
 
 /// The cluster's state as `/api/cluster` shows it.
@@ -54,8 +59,12 @@ pub struct ClusterStatus {
     pub spool_messages: u64,
     /// Bytes waiting to go to NATS.
     pub spool_bytes: u64,
+    /// Named queues on this node, which stay node-local.
+    pub local_queues: u64,
     /// The last failure, if any.
     pub last_error: Option<String>,
+    /// The NATS server connected to (`name host:port`), while up.
+    pub server: Option<String>,
 }
 
 impl ClusterCounters {
@@ -72,7 +81,9 @@ impl ClusterCounters {
             subjects: self.subjects.load(Relaxed),
             spool_messages,
             spool_bytes,
+            local_queues: self.local_queues.get().map_or(0, |read| read()),
             last_error: self.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            server: self.server.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
 
@@ -97,6 +108,9 @@ impl ClusterCounters {
         for (name, kind, help, value) in series {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
         }
+        let name = "tolk_cluster_queues";
+        let help = "Named queues (AMQP, STOMP /queue/, $share) on this node; they are not shared across nodes.";
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{scope=\"node\"}} {}", s.local_queues);
     }
 }
 
@@ -113,6 +127,7 @@ mod tests {
         c.render(&mut out);
         assert!(out.contains("tolk_cluster_up 1\n"), "{out}");
         assert!(out.contains("tolk_cluster_lag_messages 7\n"));
+        assert!(out.contains("tolk_cluster_queues{scope=\"node\"} 0\n"));
         assert_eq!(c.status().state, "up");
     }
 }

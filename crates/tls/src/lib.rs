@@ -128,11 +128,22 @@ impl Tls {
     }
 }
 
-/// The first Common Name of a certificate's subject, if it is a string.
+/// The first Common Name of a certificate's subject, if it is a string (UTF8String,
+/// PrintableString or IA5String).
 pub fn common_name(cert: &CertificateDer<'_>) -> Option<String> {
-    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
-    let name = parsed.subject().iter_common_name().next()?.as_str().ok()?;
-    (!name.is_empty()).then(|| name.to_owned())
+    use x509_cert::der::Decode;
+    use x509_cert::der::asn1::{Ia5StringRef, ObjectIdentifier, PrintableStringRef, Utf8StringRef};
+    const COMMON_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
+    let parsed = x509_cert::Certificate::from_der(cert.as_ref()).ok()?;
+    let subject = &parsed.tbs_certificate.subject.0;
+    let value = &subject.iter().flat_map(|rdn| rdn.0.iter()).find(|atv| atv.oid == COMMON_NAME)?.value;
+    let name = value
+        .decode_as::<Utf8StringRef<'_>>()
+        .map(|s| s.as_str().to_owned())
+        .or_else(|_| value.decode_as::<PrintableStringRef<'_>>().map(|s| s.as_str().to_owned()))
+        .or_else(|_| value.decode_as::<Ia5StringRef<'_>>().map(|s| s.as_str().to_owned()))
+        .ok()?;
+    (!name.is_empty()).then_some(name)
 }
 
 fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsError> {
