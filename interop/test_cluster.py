@@ -31,9 +31,10 @@ MESSAGES = 20
 # How long to keep listening for duplicates once every expected message is in.
 DRAIN = 0.5
 # From the kill of a NATS server until every acknowledged message must have arrived: the
-# nodes' reconnection, a JetStream leader election, and a pull request lost with the server
-# (noticed by its 2 s heartbeats) fit in it.
-FAILOVER = 20
+# nodes' reconnection, a JetStream leader election, a pull request lost with the server
+# (noticed by its 2 s heartbeats), and the redelivery of what was on its way to a node through
+# that server (the consumer's 10 s ack wait) fit in it.
+FAILOVER = 30
 
 
 def payload(i):

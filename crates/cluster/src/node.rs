@@ -418,7 +418,8 @@ impl Node {
             filter_subjects: filters,
             ack_policy: consumer::AckPolicy::Explicit,
             deliver_policy: consumer::DeliverPolicy::New,
-            ack_wait: Duration::from_secs(30),
+            // What was on its way to this node when a NATS server died comes again after this.
+            ack_wait: Duration::from_secs(10),
             max_ack_pending: i64::from(self.config.max_inflight) * 4,
             // A node away for longer than the stream keeps messages has nothing to resume.
             inactive_threshold: self.config.max_age,
