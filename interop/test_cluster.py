@@ -71,12 +71,16 @@ def cluster(tmp_path_factory):
                 tmp_path_factory.mktemp(f"n{i + 1}"),
                 top=f'node_name = "n{i + 1}"',
                 # Reconnecting quickly keeps the outage test short.
-                extra=f'[cluster]\nnats_urls = ["{nats.url(i)}"]\nreplicas = 3\n'
+                extra=f'[cluster]\nnats_urls = ["{nats.url(i)}"]\n'
                 'reconnect_min = "100ms"\nreconnect_max = "1s"\n',
             )
             nodes.append(node)
             node.start()
         wait_for("all three nodes up in the cluster", lambda: all(status(n)["state"] == "up" for n in nodes))
+        # One server listed per node, three learnt from it: the stream and the bucket are R3.
+        _, jsz = nats.monitor(0, "/jsz?streams=true&config=true")
+        streams = {st["name"]: st["config"]["num_replicas"] for a in jsz["account_details"] for st in a["stream_detail"]}
+        assert streams == {"TOLK": 3, "KV_tolk_retained": 3}, streams
         yield nats, nodes
     finally:
         for node in nodes:

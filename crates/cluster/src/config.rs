@@ -39,8 +39,8 @@ pub struct ClusterConfig {
     /// `<PREFIX>`, retained bucket `<prefix>_retained`. Clusters sharing a NATS differ here.
     #[serde(default = "default_prefix")]
     pub prefix: String,
-    /// Copies JetStream keeps of each message and retained value: 1, or 3 on three NATS
-    /// servers and more (default: 3 when three or more servers are listed, else 1).
+    /// Copies JetStream keeps of each message and retained value (default: 3 when the NATS
+    /// cluster has three servers or more, listed here or learnt from them, else 1).
     #[serde(default)]
     pub replicas: Option<usize>,
     /// How long the stream keeps a message for nodes that are away.
@@ -135,7 +135,7 @@ impl ClusterConfig {
         if self.cert_file.is_some() != self.key_file.is_some() {
             return fail("cert_file and key_file go together");
         }
-        if !matches!(self.replicas(), 1..=5) {
+        if !matches!(self.replicas(0), 1..=5) {
             return fail("replicas: 1 to 5");
         }
         if self.max_inflight == 0 {
@@ -147,9 +147,9 @@ impl ClusterConfig {
         Ok(())
     }
 
-    /// The replicas to ask JetStream for.
-    pub fn replicas(&self) -> usize {
-        self.replicas.unwrap_or(if self.nats_urls.len() >= 3 { 3 } else { 1 })
+    /// The replicas to ask JetStream for, with `servers` NATS servers known in the cluster.
+    pub fn replicas(&self, servers: usize) -> usize {
+        self.replicas.unwrap_or(if servers.max(self.nats_urls.len()) >= 3 { 3 } else { 1 })
     }
 }
 
@@ -164,9 +164,10 @@ mod tests {
     #[test]
     fn defaults_follow_the_servers_listed() {
         let one = config("nats_urls = [\"nats://a:4222\"]");
-        assert_eq!((one.replicas(), one.prefix.as_str(), one.max_inflight), (1, "tolk", 256));
+        assert_eq!((one.replicas(1), one.prefix.as_str(), one.max_inflight), (1, "tolk", 256));
+        assert_eq!(one.replicas(3), 3, "three servers learnt from the one listed");
         let three = config("nats_urls = [\"nats://a\", \"nats://b\", \"tls://c\"]");
-        assert_eq!(three.replicas(), 3);
+        assert_eq!(three.replicas(0), 3);
         assert!(three.validate("gw-1").is_ok());
     }
 

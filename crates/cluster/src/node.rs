@@ -229,9 +229,13 @@ impl Node {
     ) -> Option<String> {
         let js = jetstream::ContextBuilder::new().timeout(self.config.ack_timeout).build(client.clone());
         let names = Names::new(&self.config.prefix);
+        // The servers of the NATS cluster, this one among them.
+        let servers = client.server_info().connect_urls.len();
         let setup = async {
-            let stream = js.get_or_create_stream(names.stream_config(&self.config)).await.map_err(|e| e.to_string())?;
-            let bucket = js.get_or_create_stream(names.bucket_config(&self.config)).await.map_err(|e| e.to_string())?;
+            let stream =
+                js.get_or_create_stream(names.stream_config(&self.config, servers)).await.map_err(|e| e.to_string())?;
+            let bucket =
+                js.get_or_create_stream(names.bucket_config(&self.config, servers)).await.map_err(|e| e.to_string())?;
             let retained = bucket
                 .create_consumer(consumer::pull::OrderedConfig {
                     filter_subject: format!("{}.>", names.bucket_subjects),
@@ -648,11 +652,11 @@ impl Names {
         }
     }
 
-    fn stream_config(&self, config: &ClusterConfig) -> stream::Config {
+    fn stream_config(&self, config: &ClusterConfig, servers: usize) -> stream::Config {
         stream::Config {
             name: self.stream_name.clone(),
             subjects: vec![format!("{}.>", self.stream)],
-            num_replicas: config.replicas(),
+            num_replicas: config.replicas(servers),
             max_age: config.max_age,
             max_bytes: config.stream_max_bytes,
             storage: stream::StorageType::File,
@@ -663,11 +667,11 @@ impl Names {
     }
 
     /// The stream a key-value bucket is (what `nats kv` makes), so that NATS tools read it.
-    fn bucket_config(&self, config: &ClusterConfig) -> stream::Config {
+    fn bucket_config(&self, config: &ClusterConfig, servers: usize) -> stream::Config {
         stream::Config {
             name: self.bucket_name.clone(),
             subjects: vec![format!("{}.>", self.bucket_subjects)],
-            num_replicas: config.replicas(),
+            num_replicas: config.replicas(servers),
             max_messages_per_subject: 1,
             storage: stream::StorageType::File,
             discard: stream::DiscardPolicy::New,
