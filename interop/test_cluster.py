@@ -1,7 +1,8 @@
 """Three tolk nodes sharing one topic space through a NATS JetStream cluster ([cluster]).
 
-One cluster of three nats-server processes and three nodes serve the whole module; node i
-talks to NATS server i only, so every message a test counts crosses NATS. A message published
+One cluster of three nats-server processes and three nodes serve the whole module; node i is
+given NATS server i only (it learns the others from it, for failover), and every message a
+test counts crosses NATS from one node to another. A message published
 at one node reaches a subscriber at another whatever protocol either side speaks: QoS 1 exactly
 once while NATS is healthy, and no acknowledged message lost when the NATS server under the
 publisher's node is killed mid-stream.
