@@ -31,7 +31,8 @@
 #   MESSAGES (per publisher in throughput runs, 10000), PUBLISHERS (per tolk-bench run, 4),
 #   WARMUP (200), RUNS (3), KEEP (1: keep the work directory, with the nodes' logs and every
 #   tolk-bench report), TOLK_LOG (RUST_LOG for the tolk nodes, e.g. tolk_cluster=debug,warn to
-#   log every change of a node's NATS interest), TOLK_BIN, JOBS.
+#   log every change of a node's NATS interest), EXTRA (TOML appended to every tolk's
+#   configuration, e.g. $'[storage]\nenabled = false'), TOLK_BIN, JOBS.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -161,6 +162,7 @@ enabled = false
 [wsn]
 enabled = false
 $cluster
+${EXTRA:-}
 CONF
     local env=()
     if [[ -n ${TOLK_LOG:-} ]]; then env=("RUST_LOG=$TOLK_LOG"); fi
