@@ -140,36 +140,15 @@ tolk_node() {
     free_port; HTTP_PORT[$name]=$FREE_PORT
     if [[ -n ${2:-} ]]; then
         cluster="[cluster]
+node_name = \"$name\"
 nats_urls = [\"nats://127.0.0.1:$2\"]
 replicas = 3"
     fi
-    cat >"$WORK/$name.toml" <<CONF
-node_name = "$name"
-data_dir = "$WORK/$name"
-[log]
-level = "warn"
-[http]
-bind = "127.0.0.1:${HTTP_PORT[$name]}"
-[mqtt]
-bind = "127.0.0.1:${MQTT_PORT[$name]}"
-max_connections_per_address = 1000000
-[stomp]
-enabled = false
-[amqp]
-enabled = false
-[mqttsn]
-enabled = false
-[wsn]
-enabled = false
-$cluster
-${EXTRA:-}
-CONF
-    local env=()
-    if [[ -n ${TOLK_LOG:-} ]]; then env=("RUST_LOG=$TOLK_LOG"); fi
-    env "${env[@]}" "$TOLK" --config "$WORK/$name.toml" >"$WORK/$name.log" 2>&1 &
-    TOLK_PID[$name]=$!
-    PIDS+=($!)
-    wait_port "${HTTP_PORT[$name]}" "$!" "$WORK/$name.log"
+    TOLK_NAME=$name RUST_LOG=${TOLK_LOG:-} start_tolk_mqtt "${HTTP_PORT[$name]}" "${MQTT_PORT[$name]}" \
+        "max_connections_per_address = 1000000" "$cluster
+${EXTRA:-}"
+    TOLK_PID[$name]=$BROKER_PID
+    PIDS+=("$BROKER_PID")
     if [[ -n $cluster ]]; then
         local state=
         for _ in $(seq 600); do
