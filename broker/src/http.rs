@@ -93,9 +93,11 @@ async fn cluster(State(metrics): State<Arc<Metrics>>) -> Response {
 /// clients (so 200, and systemd's check passes), but a load balancer matching the body can
 /// send new clients to a node that reaches the others.
 async fn health(State(metrics): State<Arc<Metrics>>) -> String {
-    match metrics.cluster().map(|c| c.status()) {
-        Some(status) if status.state != "up" => {
-            format!("degraded: cluster down ({})\n", status.last_error.as_deref().unwrap_or("connecting"))
+    match metrics.cluster() {
+        // Only the state: not the whole status, whose gauges take the queues' locks.
+        Some(cluster) if !cluster.up.load(std::sync::atomic::Ordering::Relaxed) => {
+            let reason = cluster.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            format!("degraded: cluster down ({})\n", reason.as_deref().unwrap_or("connecting"))
         }
         _ => "ok\n".to_owned(),
     }
