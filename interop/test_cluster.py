@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 
+import paho.mqtt.client as paho
 import pika
 import pytest
 import requests
@@ -26,7 +27,7 @@ import stomp
 
 from bridging import WAIT, Client, wait_for
 from clustering import NatsCluster
-from conftest import BINARY, Broker
+from conftest import BINARY, Broker, free_port
 
 MESSAGES = 20
 # How long to keep listening for duplicates once every expected message is in.
@@ -319,3 +320,41 @@ def test_a_kill_of_the_nats_server_under_the_publisher_loses_no_acknowledged_mes
         for i, process in enumerate(nats.processes):
             if process.poll() is not None:
                 nats.start_server(i)
+
+
+def test_while_nats_is_away_the_spool_holds_at_most_spool_max_bytes(tmp_path):
+    """No NATS at all: at-least-once messages for the cluster wait in $cluster/out, within
+    spool_max_bytes. Beyond it the MQTT 5 publisher is refused with PUBACK 0x97 (quota
+    exceeded), counted as queue_full, and what was taken stays held."""
+    dead = free_port()
+    node = Broker(
+        tmp_path,
+        top='node_name = "alone"',
+        extra=f'[cluster]\nnats_urls = ["nats://127.0.0.1:{dead}"]\nspool_max_bytes = 4096\n',
+    )
+    node.start()
+    try:
+        wait_for("the node degraded", lambda: healthz(node).startswith("degraded"))
+        pub = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=unique("pub"), protocol=paho.MQTTv5)
+        codes = queue.Queue()
+        pub.on_publish = lambda c, u, mid, reason, props: codes.put((mid, reason.value))
+        pub.connect("127.0.0.1", node.port("mqtt"))
+        pub.loop_start()
+        try:
+            # Each message is charged its payload, topic and 384 bytes: two fit in 4,096.
+            got = []
+            for i in range(4):
+                info = pub.publish(f"{unique('s')}/x", bytes(1000), qos=1)
+                mid, code = codes.get(timeout=WAIT)
+                assert mid == info.mid
+                got.append(code)
+            assert got == [0, 0, 0x97, 0x97], got
+            held = status(node)
+            assert (held["spool_messages"], held["state"]) == (2, "down"), held
+            metrics = requests.get(f"http://127.0.0.1:{node.port('http')}/metrics", timeout=5).text
+            assert 'reason="queue_full"} 2' in metrics, [l for l in metrics.splitlines() if "queue_full" in l]
+        finally:
+            pub.disconnect()
+            pub.loop_stop()
+    finally:
+        node.stop()
