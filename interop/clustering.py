@@ -91,7 +91,8 @@ class NatsCluster:
 
     def wait_ready(self, i):
         """Until server i's /healthz says ok (JetStream current, which a clustered server only is
-        once it follows a meta leader) and its /jsz names that leader."""
+        once it follows a meta leader), its /jsz names that leader, and its /varz advertises every
+        server's client URL (what a client learns from INFO, and what tolk sizes replicas by)."""
         deadline = time.monotonic() + WAIT
         last = None
         while time.monotonic() < deadline:
@@ -101,9 +102,10 @@ class NatsCluster:
                 status, health = self.monitor(i, "/healthz")
                 if status == 200 and health.get("status") == "ok":
                     _, jsz = self.monitor(i, "/jsz")
-                    if (jsz.get("meta_cluster") or {}).get("leader"):
+                    _, varz = self.monitor(i, "/varz")
+                    if (jsz.get("meta_cluster") or {}).get("leader") and len(varz.get("connect_urls") or []) == self.size:
                         return
-                    last = jsz
+                    last = (jsz.get("meta_cluster"), varz.get("connect_urls"))
                 else:
                     last = health
             except requests.RequestException as error:

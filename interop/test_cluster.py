@@ -80,8 +80,11 @@ def cluster(tmp_path_factory):
             node.start()
         wait_for("all three nodes up in the cluster", lambda: all(status(n)["state"] == "up" for n in nodes))
         # One server listed per node, three learnt from it: the stream and the bucket are R3.
-        _, jsz = nats.monitor(0, "/jsz?streams=true&config=true")
-        streams = {st["name"]: st["config"]["num_replicas"] for a in jsz["account_details"] for st in a["stream_detail"]}
+        streams = {}
+        for i in range(nats.size):
+            _, jsz = nats.monitor(i, "/jsz?streams=true&config=true")
+            for account in jsz.get("account_details", []):
+                streams.update({st["name"]: st["config"]["num_replicas"] for st in account.get("stream_detail", [])})
         assert streams == {"TOLK": 3, "KV_tolk_retained": 3}, streams
         yield nats, nodes
     finally:
@@ -358,3 +361,32 @@ def test_while_nats_is_away_the_spool_holds_at_most_spool_max_bytes(tmp_path):
             pub.loop_stop()
     finally:
         node.stop()
+
+
+def test_a_stream_made_with_fewer_replicas_is_scaled_up_to_the_cluster_size(tmp_path):
+    """A node that made the stream and the bucket R1 (here by `replicas = 1`; in the field, by
+    connecting before the NATS cluster had formed) leaves them R1; the next node that sees three
+    servers scales both up to R3, so acknowledged messages survive a NATS server again."""
+    nats = NatsCluster(tmp_path / "nats").start()
+    try:
+        for name, replicas in (("first", "replicas = 1\n"), ("second", "")):
+            (tmp_path / name).mkdir()
+            node = Broker(
+                tmp_path / name,
+                top=f'node_name = "{name}"',
+                extra=f'[cluster]\nnats_urls = ["{nats.url(0)}"]\n{replicas}',
+            )
+            node.start()
+            try:
+                wait_for(f"{name} up in the cluster", lambda: status(node)["state"] == "up")
+            finally:
+                node.stop()
+            streams = {}
+            for i in range(nats.size):
+                _, jsz = nats.monitor(i, "/jsz?streams=true&config=true")
+                for account in jsz.get("account_details", []):
+                    streams.update({st["name"]: st["config"]["num_replicas"] for st in account.get("stream_detail", [])})
+            want = 1 if replicas else 3
+            assert streams == {"TOLK": want, "KV_tolk_retained": want}, (name, streams)
+    finally:
+        nats.stop()

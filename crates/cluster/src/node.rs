@@ -232,10 +232,8 @@ impl Node {
         // The servers of the NATS cluster, this one among them.
         let servers = client.server_info().connect_urls.len();
         let setup = async {
-            let stream =
-                js.get_or_create_stream(names.stream_config(&self.config, servers)).await.map_err(|e| e.to_string())?;
-            let bucket =
-                js.get_or_create_stream(names.bucket_config(&self.config, servers)).await.map_err(|e| e.to_string())?;
+            let stream = ensure_stream(&js, names.stream_config(&self.config, servers)).await?;
+            let bucket = ensure_stream(&js, names.bucket_config(&self.config, servers)).await?;
             let retained = bucket
                 .create_consumer(consumer::pull::OrderedConfig {
                     filter_subject: format!("{}.>", names.bucket_subjects),
@@ -595,6 +593,28 @@ impl Node {
         };
         self.router.retain_only(&Arc::new(message));
     }
+}
+
+/// The stream `wanted` names, made if missing. One made with fewer replicas than wanted now (by
+/// a node that connected before the NATS cluster had formed, or before a server was added) is
+/// scaled up, as `nats stream edit --replicas` would: a stream never scales down on its own.
+async fn ensure_stream(js: &jetstream::Context, wanted: stream::Config) -> Result<stream::Stream, String> {
+    let mut stream = js.get_or_create_stream(wanted.clone()).await.map_err(|e| e.to_string())?;
+    let have = stream.cached_info().config.clone();
+    if have.num_replicas < wanted.num_replicas {
+        let name = &wanted.name;
+        let scaled = stream::Config { num_replicas: wanted.num_replicas, ..have };
+        match js.update_stream(&scaled).await {
+            Ok(_) => {
+                tracing::info!(stream = %name, replicas = wanted.num_replicas, "cluster: stream scaled up");
+                stream = js.get_stream(name).await.map_err(|e| e.to_string())?;
+            }
+            Err(e) => {
+                tracing::warn!(stream = %name, "cluster: cannot scale the stream up to {} replicas: {e}", wanted.num_replicas)
+            }
+        }
+    }
+    Ok(stream)
 }
 
 /// What became of a message from another node.
