@@ -251,20 +251,37 @@ impl Queue {
         state.consumers.is_empty() && state.holds == 0
     }
 
-    /// Starts or stops confirming to publishers ([`QueueOptions::confirms`]). Stopping
-    /// acknowledges every publisher still waiting: the message stays here, as durable as the
-    /// queue is, for the consumer to take when it is back (the cluster while NATS is away).
+    /// Starts or stops confirming to publishers ([`QueueOptions::confirms`]). While it
+    /// confirms, a durable queue does not write at-least-once messages to the store: the
+    /// consumer's settling (JetStream's copies, for the cluster) stands for it. Stopping writes
+    /// every message whose publisher still waits, and acknowledges each publisher once its
+    /// message is durable here, for the consumer to take when it is back (the cluster while
+    /// NATS is away).
     pub fn set_confirming(&self, on: bool) {
         let mut state = self.lock();
         state.confirming = on && self.options.confirms;
-        if !state.confirming {
-            let state = &mut *state;
-            let waits = state
-                .ready
-                .iter_mut()
-                .map(|w| &mut w.confirm)
-                .chain(state.unacked.values_mut().map(|u| &mut u.confirm));
-            waits.filter_map(Option::take).for_each(Confirm::send);
+        if state.confirming {
+            return;
+        }
+        let state = &mut *state;
+        let held = state
+            .ready
+            .iter_mut()
+            .map(|w| (&w.message, &mut w.seq, &mut w.confirm))
+            .chain(state.unacked.values_mut().map(|u| (&u.message, &mut u.seq, &mut u.confirm)));
+        for (message, seq, confirm) in held {
+            let Some(confirm) = confirm.take() else { continue };
+            match &self.store {
+                Some(store) if *seq == NOT_STORED => {
+                    *seq = state.next_seq;
+                    state.next_seq += 1;
+                    let key = record::seq_key(&self.name, *seq);
+                    let value = record::encode_message(message);
+                    // One commit each: the store's group commit syncs them together.
+                    confirm.after(store.commit(vec![Change::Put { space: Space::QueueMessages, key, value }]));
+                }
+                _ => confirm.send(),
+            }
         }
     }
 
@@ -275,12 +292,14 @@ impl Queue {
         let at_least_once = message.qos != QoS::AtMostOnce;
         let store = self.store.as_ref().filter(|_| at_least_once);
         self.enqueue(message, false, |state, message| {
-            let confirm = (at_least_once && state.confirming).then(|| {
+            if at_least_once && state.confirming {
+                // Its publisher waits until the consumer has passed it on; it is written here
+                // only if the queue stops confirming first (`set_confirming`).
                 let (confirm, wait) = Durable::confirmation();
                 Durable::keep(durable, wait);
-                confirm
-            });
-            let Some(store) = store else { return (NOT_STORED, confirm) };
+                return (NOT_STORED, Some(confirm));
+            }
+            let Some(store) = store else { return (NOT_STORED, None) };
             let seq = state.next_seq;
             state.next_seq += 1;
             let key = record::seq_key(&self.name, seq);
@@ -290,7 +309,7 @@ impl Queue {
                 value: record::encode_message(message),
             }]);
             Durable::keep(durable, commit);
-            (seq, confirm)
+            (seq, None)
         })
     }
 
@@ -607,6 +626,45 @@ mod tests {
         assert_eq!(resolved(&mut second), None, "requeued: still waiting");
         q.set_confirming(false);
         assert_eq!(resolved(&mut second), Some(true), "kept here: acknowledged");
+    }
+
+    /// A store that counts the records put and keeps nothing.
+    #[derive(Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl Store for Counting {
+        fn commit(&self, changes: Vec<Change>) -> Durable {
+            let puts = changes.iter().filter(|c| matches!(c, Change::Put { .. })).count();
+            self.0.fetch_add(puts, std::sync::atomic::Ordering::Relaxed);
+            Durable::ready(Ok(()))
+        }
+
+        fn load(&self, _: crate::store::Space) -> Result<Vec<crate::store::Record>, crate::store::StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn a_confirming_durable_queue_writes_only_what_is_still_held_when_it_stops_confirming() {
+        let store = Arc::new(Counting::default());
+        let options = QueueOptions { confirms: true, durable: true, ..QueueOptions::default() };
+        let q = Arc::new(Queue::new("c", SessionId(100), options, 8, test_budget(), Some(store.clone())));
+        let puts = || store.0.load(std::sync::atomic::Ordering::Relaxed);
+        q.set_confirming(true);
+        let (mut passed_on, mut held) = (None, None);
+        q.push(msg(1), &mut passed_on);
+        q.push(msg(2), &mut held);
+        assert_eq!(puts(), 0, "nothing written while the consumer's settling stands for it");
+        let (c, rx) = consumer(&q, 8);
+        take(&rx)[0].ack.as_ref().unwrap().ack();
+        assert_eq!(resolved(&mut passed_on), Some(true));
+        q.remove_consumer(c);
+        q.set_confirming(false);
+        assert_eq!(puts(), 1, "the one still held is written");
+        assert_eq!(resolved(&mut held), Some(true), "and its publisher acknowledged once durable");
+        let mut after = None;
+        q.push(msg(3), &mut after);
+        assert_eq!(puts(), 2, "not confirming: written as any durable queue does");
     }
 
     #[test]

@@ -129,7 +129,14 @@ pub trait Store: Send + Sync + 'static {
 /// passed the message on. The publisher is acknowledged then.
 pub struct Durable {
     commit: Option<Commit>,
-    confirm: Option<oneshot::Receiver<()>>,
+    confirm: Option<ConfirmWait>,
+}
+
+/// A publisher's wait on a confirming queue: for the queue's word, and then, when the queue
+/// kept the message on disk instead of passing it on, for that commit.
+enum ConfirmWait {
+    Word(oneshot::Receiver<Durable>),
+    Commit(Box<Durable>),
 }
 
 enum Commit {
@@ -147,13 +154,19 @@ impl Completion {
     }
 }
 
-/// A confirming queue's half of a [`Durable`]: sent when the message has been passed on.
-/// Dropped unsent (the queue was purged or deleted), the publisher is told it failed.
-pub(crate) struct Confirm(oneshot::Sender<()>);
+/// A confirming queue's half of a [`Durable`]. Dropped unsent (the queue was purged or
+/// deleted), the publisher is told it failed.
+pub(crate) struct Confirm(oneshot::Sender<Durable>);
 
 impl Confirm {
+    /// The message has been passed on.
     pub(crate) fn send(self) {
-        let _ = self.0.send(());
+        let _ = self.0.send(Durable::ready(Ok(())));
+    }
+
+    /// The message is kept here instead, once `commit` is durable.
+    pub(crate) fn after(self, commit: Durable) {
+        let _ = self.0.send(commit);
     }
 }
 
@@ -172,7 +185,7 @@ impl Durable {
     /// A wait for a confirming queue to pass a message on.
     pub(crate) fn confirmation() -> (Confirm, Durable) {
         let (tx, rx) = oneshot::channel();
-        (Confirm(tx), Durable { commit: None, confirm: Some(rx) })
+        (Confirm(tx), Durable { commit: None, confirm: Some(ConfirmWait::Word(rx)) })
     }
 
     /// Adds `later` to what `slot` waits for. Store commits are durable in order, so the later
@@ -204,8 +217,18 @@ impl Future for Durable {
                 return Poll::Ready(result);
             }
         }
-        if let Some(confirm) = &mut this.confirm {
-            let result = std::task::ready!(Pin::new(confirm).poll(cx)).map_err(|_| StoreError::Closed);
+        if let Some(ConfirmWait::Word(word)) = &mut this.confirm {
+            match std::task::ready!(Pin::new(word).poll(cx)) {
+                Ok(commit) => this.confirm = Some(ConfirmWait::Commit(Box::new(commit))),
+                Err(_) => {
+                    this.confirm = None;
+                    return Poll::Ready(Err(StoreError::Closed));
+                }
+            }
+        }
+        if let Some(ConfirmWait::Commit(commit)) = &mut this.confirm {
+            // A plain commit: it has no confirmation of its own, so this never nests deeper.
+            let result = std::task::ready!(Pin::new(&mut **commit).poll(cx));
             this.confirm = None;
             return Poll::Ready(result);
         }
