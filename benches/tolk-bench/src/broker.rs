@@ -164,6 +164,30 @@ fn status_kib(status: &str, key: &str) -> Option<u64> {
     line[key.len()..].split_whitespace().next()?.parse().ok()
 }
 
+/// The CPUs process `pid` (or `self`) may run on: `Cpus_allowed_list` of /proc/<pid>/status,
+/// which is its sched_getaffinity mask, as `taskset` set it. The bench compares its own with
+/// the broker's to say whether the two competed for cores.
+pub fn cpus_allowed(pid: &str) -> Result<Vec<u32>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .with_context(|| format!("no Cpus_allowed_list in /proc/{pid}/status"))?;
+    parse_cpu_list(list.trim()).with_context(|| format!("bad Cpus_allowed_list {list:?} for {pid}"))
+}
+
+/// A kernel CPU list (`0-3,8,10-11`) as CPU numbers.
+fn parse_cpu_list(list: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        let (first, last): (u32, u32) = (first.parse().ok()?, last.parse().ok()?);
+        cpus.extend(first..=last);
+    }
+    Some(cpus)
+}
+
 /// `getconf CLK_TCK`: the unit of the times in /proc/<pid>/stat. It is 100 on every Linux we
 /// know of, but asking costs one process start per run and avoids a libc dependency.
 pub fn clock_ticks_per_second() -> Result<f64> {
@@ -193,6 +217,14 @@ mod tests {
         assert_eq!(status_kib(status, "VmRSS:"), Some(8123));
         assert_eq!(status_kib(status, "VmHWM:"), Some(9000));
         assert_eq!(status_kib(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn cpu_lists_expand_ranges() {
+        assert_eq!(parse_cpu_list("0-3,8,10-11"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(parse_cpu_list("1"), Some(vec![1]));
+        assert_eq!(parse_cpu_list("x"), None);
+        assert!(!cpus_allowed("self").unwrap().is_empty());
     }
 
     #[test]

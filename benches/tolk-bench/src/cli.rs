@@ -2,6 +2,7 @@
 //! `compare` to turn a directory of JSON reports into a ratio table.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -50,8 +51,108 @@ pub enum Command {
     /// consumer, a window of them unconfirmed at once: confirmed messages per second, and the
     /// queue's message count afterwards (a confirmed message missing from it is loss).
     DurableConfirms(DurableArgs),
+    /// The highest offered rate at which every message arrives: open-loop steps of --window
+    /// each, doubling from --start-rate while nothing is lost, then bisecting; per step the
+    /// delivered rate, latency, broker CPU per message and the bench's own CPU, flagged when the
+    /// bench rather than the broker set the limit.
+    Sustain(SustainArgs),
     /// Print a Markdown table comparing the JSON reports in a directory, candidate/baseline.
     Compare(CompareArgs),
+}
+
+/// The flow shapes `sustain` can load a broker with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
+    /// N publishers (default 4) to one topic, one subscriber.
+    FanIn,
+    /// One publisher, N subscribers (default 4) on its topic.
+    FanOut,
+    /// N publishers (default 4), each with its own subscriber on its own topic.
+    P2p,
+}
+
+/// Options of `sustain`.
+#[derive(Debug, Clone, Args)]
+pub struct SustainArgs {
+    /// The flow to offer.
+    #[arg(long, value_enum)]
+    pub shape: Shape,
+
+    /// Broker to load, as protocol://host:port (as for the other scenarios).
+    #[arg(long, default_value = "mqtt://127.0.0.1:1883")]
+    pub target: Target,
+
+    /// Pid of the running broker, for its CPU time per message.
+    #[arg(long, conflicts_with = "spawn_broker")]
+    pub broker_pid: Option<u32>,
+
+    /// Start the broker with this command (split on spaces) and stop it at the end; it runs
+    /// every step.
+    #[arg(long)]
+    pub spawn_broker: Option<String>,
+
+    /// Delivery guarantee for publishers and subscribers (MQTT QoS, mapped as for the other
+    /// scenarios).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub qos: u8,
+
+    /// Publishers (shape default when omitted).
+    #[arg(long)]
+    pub publishers: Option<usize>,
+
+    /// Subscribers (shape default when omitted; p2p has one per publisher).
+    #[arg(long)]
+    pub subscribers: Option<usize>,
+
+    /// Payload size in bytes (at least the 32-byte stamp header).
+    #[arg(long, default_value_t = 64)]
+    pub payload: usize,
+
+    /// How long each step offers its rate, as `10s` or `500ms`: long enough that a broker
+    /// falling behind runs out of buffers within it.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub window: Duration,
+
+    /// Total publish rate of the first step, in messages/s over all publishers.
+    #[arg(long, default_value_t = 4000.0)]
+    pub start_rate: f64,
+
+    /// Highest rate the search offers, in messages/s; a run clean up to it reports "at least".
+    #[arg(long, default_value_t = 1_000_000.0)]
+    pub max_rate: f64,
+
+    /// Most steps to run, so a run lasts at most about steps × (window + drain).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps: u32,
+
+    /// How long after a step's last publish its last message may arrive, in milliseconds;
+    /// whatever comes later counts as lost, so a broker that only keeps up by queueing is not
+    /// called sustainable.
+    #[arg(long, default_value_t = 1000)]
+    pub drain_ms: u64,
+
+    /// Also write the report (the sustainable step's figures plus every step) as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Name of the broker in reports (e.g. tolk, mosquitto).
+    #[arg(long, default_value = "broker")]
+    pub label: String,
+
+    /// Row name in comparison tables; defaults to `sustain-<shape>-qos<N>`.
+    #[arg(long)]
+    pub case: Option<String>,
+}
+
+/// Parses `10s`, `2.5s`, `500ms` (or a bare number of seconds) into a duration.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, scale) =
+        if let Some(ms) = text.strip_suffix("ms") { (ms, 1e-3) } else { (text.strip_suffix('s').unwrap_or(text), 1.0) };
+    let value: f64 = number.trim().parse().map_err(|_| format!("`{text}` is not a duration like 10s or 500ms"))?;
+    if !(value.is_finite() && value > 0.0) {
+        return Err(format!("`{text}` must be longer than zero"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
 }
 
 /// Options of `durable-confirms`.
@@ -169,6 +270,12 @@ pub struct LoadArgs {
     /// counts the rest as lost, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub drain_ms: u64,
+
+    /// Not an option: set by `sustain`, which makes `drain_ms` a deadline counted from the last
+    /// publish rather than a silence, so that a step ends at a known time however slowly a
+    /// backlog trickles in, and a message later than that counts as lost.
+    #[arg(skip)]
+    pub drain_is_deadline: bool,
 }
 
 /// Options of `burst-matrix`.
@@ -336,4 +443,20 @@ pub struct CompareArgs {
     /// Label of the broker whose figures are the denominator.
     #[arg(long, default_value = "mosquitto")]
     pub baseline: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_seconds_or_milliseconds() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2.5s"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
 }

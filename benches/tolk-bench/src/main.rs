@@ -20,6 +20,7 @@ use clap::Parser;
 use serde::Serialize;
 
 use crate::cli::{Cli, Command};
+use crate::report::Report;
 use crate::scenario::Scenario;
 
 #[tokio::main]
@@ -54,6 +55,10 @@ async fn main() -> Result<()> {
             println!("{}", scenario::durable::run(&args).await?);
             return Ok(());
         }
+        Command::Sustain(args) => {
+            let report = scenario::sustain::run(&args).await?;
+            return print_report(&report, args.json);
+        }
         Command::RetainedStall(args) => {
             let report = scenario::stall::run(&args).await?;
             return output(&report, report.to_text(), report.row(), args.report.json, args.report.table);
@@ -67,9 +72,14 @@ async fn main() -> Result<()> {
     };
     let json = args.json.clone();
     let report = scenario::run(scenario, args).await?;
+    print_report(&report, json)
+}
+
+/// Prints a scenario's report and keeps it as JSON for `compare`.
+fn print_report(report: &Report, json: Option<PathBuf>) -> Result<()> {
     print!("{}", report.to_text());
     if let Some(path) = json {
-        let text = serde_json::to_string_pretty(&report)?;
+        let text = serde_json::to_string_pretty(report)?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

@@ -67,6 +67,10 @@ pub struct Report {
     /// The bench's own CPU seconds over the same window (near the number of cores means the
     /// load generator, not the broker, was the limit).
     pub bench_cpu_secs: f64,
+    /// The bench's own CPU seconds while the publishers ran (`publish_secs`): what it took the
+    /// generator to offer the load, undiluted by the drain after it.
+    #[serde(default)]
+    pub bench_cpu_publish_secs: f64,
     /// Broker RSS (KiB) sampled every 100 ms during the load: (ms since start, KiB).
     pub rss_samples: Vec<(u64, u64)>,
     /// Burst scenario's figures.
@@ -75,6 +79,9 @@ pub struct Report {
     pub idle: Option<IdleSummary>,
     /// Slow-subscriber scenario's figures.
     pub slow: Option<SlowSummary>,
+    /// Sustain's search: every step, and which rate was sustainable.
+    #[serde(default)]
+    pub sustain: Option<SustainSummary>,
     /// Errors met (connections refused or closed, publishes failed).
     pub errors: Vec<String>,
 }
@@ -202,6 +209,9 @@ impl Report {
             );
         }
         let _ = writeln!(out, "  bench     CPU {:.3} s", self.bench_cpu_secs);
+        if let Some(s) = &self.sustain {
+            s.write_text(&mut out);
+        }
         for e in &self.errors {
             let _ = writeln!(out, "  error     {e}");
         }
@@ -321,4 +331,148 @@ pub struct SlowSummary {
     pub rss_max_kib: u64,
     /// Broker RSS when the load ended, in KiB.
     pub rss_end_kib: u64,
+}
+
+/// What `sustain` found: every step of its search and the verdict. The report around it holds
+/// the figures of the sustainable step (or, when no step was clean, of the lowest rate tried).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SustainSummary {
+    /// The flow offered (`fan-in`, `fan-out`, `p2p`).
+    pub shape: String,
+    /// How long each step offered its rate, in seconds.
+    pub window_secs: f64,
+    /// How long after a step's last publish its messages could still arrive, in ms.
+    pub drain_ms: u64,
+    /// The search's first rate, its ceiling and its step budget.
+    pub start_rate: f64,
+    /// See `start_rate`.
+    pub max_rate: f64,
+    /// See `start_rate`.
+    pub max_steps: u32,
+    /// CPUs the bench may run on (its affinity, e.g. `1` under `taskset -c 1`).
+    pub generator_cpus: String,
+    /// CPUs the broker may run on, when its pid is known.
+    pub broker_cpus: Option<String>,
+    /// Every step in the order run.
+    pub steps: Vec<SustainStep>,
+    /// Index in `steps` of the highest clean step; `None` when no step was clean.
+    pub sustainable_step: Option<usize>,
+    /// The generator bounded the result: the sustainable step, or the lowest step above it
+    /// that was not clean, was generator-bound. The broker may carry more than shown.
+    pub generator_bound: bool,
+    /// No step above the sustainable one was run (the search reached `max_rate` or ran out of
+    /// steps while doubling): the broker may carry more than shown.
+    pub search_limited: bool,
+}
+
+impl SustainSummary {
+    /// The highest clean step, if any.
+    pub fn sustainable(&self) -> Option<&SustainStep> {
+        self.sustainable_step.and_then(|i| self.steps.get(i))
+    }
+
+    /// Why the sustainable figure is only a lower bound of the broker's, if it is.
+    pub fn bound(&self) -> Option<&'static str> {
+        if self.generator_bound {
+            Some("generator-bound")
+        } else if self.search_limited {
+            Some("search limit")
+        } else {
+            None
+        }
+    }
+
+    /// `rate`, prefixed with ≥ and followed by the reason when the figure is a lower bound.
+    pub fn qualify(&self, rate: String) -> String {
+        match self.bound() {
+            Some(why) => format!("≥ {rate} ({why})"),
+            None => rate,
+        }
+    }
+
+    fn write_text(&self, out: &mut String) {
+        let broker = self.broker_cpus.as_deref().map(|c| format!(", broker on CPUs {c}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  sustain   {} s window per step, {} ms drain deadline; bench on CPUs {}{broker}",
+            self.window_secs, self.drain_ms, self.generator_cpus
+        );
+        let _ = writeln!(out, "    {}", SustainStep::HEADER);
+        for (i, step) in self.steps.iter().enumerate() {
+            let _ = writeln!(out, "    {}", step.line(i + 1));
+        }
+        match self.sustainable() {
+            Some(step) => {
+                let _ = writeln!(
+                    out,
+                    "  sustainable {} msg/s offered, {} msg/s delivered",
+                    self.qualify(format!("{:.0}", step.offered_rate)),
+                    self.qualify(format!("{:.0}", step.delivered_rate)),
+                );
+            }
+            None => {
+                let _ = writeln!(out, "  sustainable none: every step lost messages or fell behind its pace");
+            }
+        }
+    }
+}
+
+/// One step of the `sustain` search: an open-loop run at one offered rate.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SustainStep {
+    /// Total publish rate asked for, in messages/s.
+    pub offered_rate: f64,
+    /// Messages published.
+    pub sent: u64,
+    /// Publish rate achieved (`sent` over the publishing time).
+    pub send_rate: f64,
+    /// Deliveries expected over all subscribers.
+    pub expected: u64,
+    /// Distinct deliveries received within the drain deadline.
+    pub received: u64,
+    /// `expected − received`.
+    pub lost: u64,
+    /// Deliveries per second, from the first publish to the last delivery.
+    pub delivered_rate: f64,
+    /// End-to-end latency from each message's send time.
+    pub latency_us: Option<LatencySummary>,
+    /// Broker CPU per delivered message, in µs, when its pid is known.
+    pub broker_cpu_us_per_msg: Option<f64>,
+    /// The bench's CPU while publishing, as a share of the cores it may run on (1.0 = all).
+    pub generator_cpu_share: f64,
+    /// Why the generator, rather than the broker, may have set this step's limit.
+    pub generator_bound: Option<String>,
+    /// Nothing lost, no error, and the publishers kept the pace.
+    pub clean: bool,
+}
+
+impl SustainStep {
+    /// Column names of [`SustainStep::line`].
+    pub const HEADER: &str =
+        "step offered/s     sent   sent/s received     lost deliver/s  p50 µs  p99 µs p99.9 µs broker µs/msg gen CPU";
+
+    /// The step as one line of the table under [`SustainStep::HEADER`].
+    pub fn line(&self, number: usize) -> String {
+        let l = self.latency_us.unwrap_or_default();
+        let cpu = self.broker_cpu_us_per_msg.map_or("–".into(), |c| format!("{c:.2}"));
+        let verdict = match (&self.generator_bound, self.clean) {
+            (Some(why), true) => format!("clean, generator-bound: {why}"),
+            (Some(why), false) => format!("not clean, generator-bound: {why}"),
+            (None, true) => "clean".into(),
+            (None, false) => "not clean".into(),
+        };
+        format!(
+            "{number:>4} {:>9.0} {:>8} {:>8.0} {:>8} {:>8} {:>9.0} {:>7} {:>7} {:>8} {cpu:>13} {:>6.0}%  {verdict}",
+            self.offered_rate,
+            self.sent,
+            self.send_rate,
+            self.received,
+            self.lost,
+            self.delivered_rate,
+            l.p50,
+            l.p99,
+            l.p999,
+            self.generator_cpu_share * 100.0,
+        )
+    }
 }

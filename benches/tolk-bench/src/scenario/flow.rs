@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio::time::MissedTickBehavior;
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::{Ctx, RssSampler, Scenario};
 use crate::clock::Clock;
@@ -36,15 +36,21 @@ struct SubscriberPlan {
     slow: bool,
 }
 
-/// Who publishes and subscribes where, per scenario.
-fn plan(scenario: Scenario, ctx: &Ctx) -> Result<(Vec<PublisherPlan>, Vec<SubscriberPlan>)> {
-    let args = &ctx.args;
-    let (default_publishers, default_subscribers, default_messages) = match scenario {
+/// Publishers, subscribers and messages per publisher of a scenario when the command line
+/// leaves them out; `sustain` asks for the publishers to spread its rate over them.
+pub(super) fn defaults(scenario: Scenario) -> (usize, usize, u64) {
+    match scenario {
         Scenario::FanIn => (4, 1, 20_000),
         Scenario::FanOut => (1, 4, 20_000),
         Scenario::P2p => (4, 4, 10_000),
         _ => (1, 1, 40_000),
-    };
+    }
+}
+
+/// Who publishes and subscribes where, per scenario.
+fn plan(scenario: Scenario, ctx: &Ctx) -> Result<(Vec<PublisherPlan>, Vec<SubscriberPlan>)> {
+    let args = &ctx.args;
+    let (default_publishers, default_subscribers, default_messages) = defaults(scenario);
     let publishers = args.publishers.unwrap_or(default_publishers);
     let messages = args.messages.unwrap_or(default_messages);
     if publishers == 0 {
@@ -117,16 +123,24 @@ async fn publish_loop<P: Publisher>(
 }
 
 /// Records deliveries until all expected ones arrived, or, once the publishers are done,
-/// until none came for `drain`.
+/// until none came for `drain` (or, with `drain_is_deadline`, until `drain` has passed since
+/// they were done).
 async fn consume(
     mut sub: Subscription,
     mut rec: Recorder,
     mut done: watch::Receiver<bool>,
     drain: Duration,
+    drain_is_deadline: bool,
 ) -> (Recorder, Subscription) {
+    let mut deadline = None;
     while !rec.complete() {
         let next = if *done.borrow() {
-            match tokio::time::timeout(drain, sub.deliveries.recv()).await {
+            let until = if drain_is_deadline {
+                *deadline.get_or_insert_with(|| Instant::now() + drain)
+            } else {
+                Instant::now() + drain
+            };
+            match tokio::time::timeout_at(until, sub.deliveries.recv()).await {
                 Ok(next) => next,
                 Err(_) => break,
             }
@@ -205,7 +219,7 @@ pub async fn run<P: Connector, S: Connector>(
         let task = if plan.slow {
             tokio::spawn(consume_slowly(sub, rec, stop_slow_rx.clone(), slow_delay))
         } else {
-            tokio::spawn(consume(sub, rec, done_rx.clone(), ctx.drain()))
+            tokio::spawn(consume(sub, rec, done_rx.clone(), ctx.drain(), args.drain_is_deadline))
         };
         consumers.push((plan, task));
     }
@@ -228,6 +242,7 @@ pub async fn run<P: Connector, S: Connector>(
         publishers.push(p);
     }
     let publish_end_ns = ctx.clock.now_ns();
+    report.bench_cpu_publish_secs = ctx.own_cpu_secs() - own_before;
     let _ = done_tx.send(true);
 
     // Full-speed subscribers first; the slow one is stopped only when they are done, so it

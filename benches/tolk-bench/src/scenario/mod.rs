@@ -7,6 +7,7 @@ pub mod durable;
 mod flow;
 mod idle;
 pub mod stall;
+pub mod sustain;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
