@@ -8,10 +8,10 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result, bail};
 
 use crate::cli::CompareArgs;
-use crate::report::Report;
+use crate::report::{Report, SustainSummary};
 
 /// Order of scenarios in the tables: the OKSE burst first, then throughput, then resources.
-const SCENARIO_ORDER: [&str; 6] = ["burst", "fan-in", "fan-out", "p2p", "slow-subscriber", "idle"];
+const SCENARIO_ORDER: [&str; 7] = ["burst", "fan-in", "fan-out", "p2p", "sustain", "slow-subscriber", "idle"];
 
 /// The fastest OKSE figure for a burst of 100 messages, in ms (Raspberry Pi 3).
 const OKSE_BEST_BURST_MS: f64 = 2300.0;
@@ -60,6 +60,32 @@ fn num(value: Option<f64>) -> String {
     }
 }
 
+/// `candidate / baseline` of two figures each of which may be only a lower bound (`true`):
+/// the ratio of a bound candidate is itself a lower bound, of a bound baseline an upper one,
+/// and of two bounds unknown.
+fn bounded_ratio(candidate: Option<(f64, bool)>, baseline: Option<(f64, bool)>) -> String {
+    let plain = ratio(candidate.map(|c| c.0), baseline.map(|b| b.0));
+    match (candidate.map(|c| c.1), baseline.map(|b| b.1)) {
+        _ if plain == "–" => plain,
+        (Some(true), Some(true)) => "?".into(),
+        (Some(true), _) => format!("≥ {plain}"),
+        (_, Some(true)) => format!("≤ {plain}"),
+        _ => plain,
+    }
+}
+
+/// Messages lost by each side, `candidate / baseline`.
+fn lost(cand: &Option<&Report>, base: &Option<&Report>) -> String {
+    let one = |r: &Option<&Report>| r.map_or("–".into(), |r| r.lost.to_string());
+    format!("{} / {}", one(cand), one(base))
+}
+
+/// A report's sustain search, if it is one (a function: a closure cannot say that the summary
+/// lives as long as the report).
+fn summary<'a>(r: &Option<&'a Report>) -> Option<&'a SustainSummary> {
+    r.and_then(|r| r.sustain.as_ref())
+}
+
 /// Highest broker RSS seen during the run, in MiB.
 fn peak_rss_mib(r: &Report) -> Option<f64> {
     let after = r.broker.as_ref().map(|b| b.after.rss_kib);
@@ -88,7 +114,9 @@ pub fn run(args: &CompareArgs) -> Result<String> {
         "| case | msg/s {c} | msg/s {b} | × | p99 µs {c} | p99 µs {b} | × | CPU µs/msg {c} | CPU µs/msg {b} | × | peak RSS MiB {c} | peak RSS MiB {b} | × | lost {c} / {b} |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for ((_, case), (cand, base)) in cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(|r| r.idle.is_none())) {
+    // Sustain reports have tables of their own, where a figure the generator bounded says so.
+    let closed = |r: &Report| r.idle.is_none() && r.sustain.is_none();
+    for ((_, case), (cand, base)) in cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(closed)) {
         let thr = |r: &Option<&Report>| r.map(|r| r.delivered_rate);
         let p99 = |r: &Option<&Report>| r.and_then(|r| r.latency_us.map(|l| l.p99 as f64));
         let cpu = |r: &Option<&Report>| {
@@ -96,10 +124,9 @@ pub fn run(args: &CompareArgs) -> Result<String> {
                 .and_then(|r| r.cpu_us_per_delivered())
         };
         let rss = |r: &Option<&Report>| r.and_then(peak_rss_mib);
-        let lost = |r: &Option<&Report>| r.map_or("–".into(), |r| r.lost.to_string());
         let _ = writeln!(
             out,
-            "| {case} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
+            "| {case} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             num(thr(cand)),
             num(thr(base)),
             ratio(thr(cand), thr(base)),
@@ -112,18 +139,70 @@ pub fn run(args: &CompareArgs) -> Result<String> {
             num(rss(cand)),
             num(rss(base)),
             ratio(rss(cand), rss(base)),
-            lost(cand),
-            lost(base),
+            lost(cand, base),
         );
     }
 
-    let open: Vec<_> = cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(|r| r.target_rate.is_some())).collect();
+    let sustain: Vec<_> = cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(|r| r.sustain.is_some())).collect();
+    if !sustain.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n| sustainable case | msg/s {c} | msg/s {b} | × | p50 / p99 / p99.9 µs {c} | p50 / p99 / p99.9 µs {b} | CPU µs/msg {c} | CPU µs/msg {b} | × | bench CPU {c} / {b} | lost {c} / {b} |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for ((_, case), (cand, base)) in sustain {
+            // Deliveries per second at the sustainable step, and whether that is only a bound.
+            let rate = |r: &Option<&Report>| {
+                let s = summary(r)?;
+                s.sustainable().map(|step| (step.delivered_rate, s.bound().is_some()))
+            };
+            let shown = |r: &Option<&Report>| match (summary(r), rate(r)) {
+                (Some(s), Some((rate, _))) => s.qualify(num(Some(rate))),
+                (Some(_), None) => "none".into(),
+                (None, _) => "–".into(),
+            };
+            let three = |r: &Option<&Report>| {
+                summary(r)
+                    .and_then(|s| s.sustainable())
+                    .and_then(|step| step.latency_us)
+                    .map_or("–".into(), |l| format!("{} / {} / {}", l.p50, l.p99, l.p999))
+            };
+            let cpu = |r: &Option<&Report>| {
+                r.filter(|r| r.sustain.as_ref().is_some_and(|s| s.sustainable_step.is_some()))
+                    .filter(|r| r.broker.as_ref().is_some_and(|b| b.cpu_secs >= MIN_CPU_SECS))
+                    .and_then(|r| r.cpu_us_per_delivered())
+            };
+            let bench = |r: &Option<&Report>| {
+                summary(r)
+                    .and_then(|s| s.sustainable())
+                    .map_or("–".into(), |step| format!("{:.0}%", step.generator_cpu_share * 100.0))
+            };
+            let _ = writeln!(
+                out,
+                "| {case} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
+                shown(cand),
+                shown(base),
+                bounded_ratio(rate(cand), rate(base)),
+                three(cand),
+                three(base),
+                num(cpu(cand)),
+                num(cpu(base)),
+                ratio(cpu(cand), cpu(base)),
+                bench(cand),
+                bench(base),
+                lost(cand, base),
+            );
+        }
+    }
+
+    let open: Vec<_> =
+        cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(|r| r.target_rate.is_some() && closed(r))).collect();
     if !open.is_empty() {
         let _ = writeln!(
             out,
-            "\n| fixed-rate case | rate msg/s | p50 / p99 / p99.9 µs {c} | p50 / p99 / p99.9 µs {b} | p99 × | p99 from due time µs {c} / {b} |"
+            "\n| fixed-rate case | rate msg/s | p50 / p99 / p99.9 µs {c} | p50 / p99 / p99.9 µs {b} | p99 × | p99 from due time µs {c} / {b} | lost {c} / {b} |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
         for ((_, case), (cand, base)) in open {
             let lat = |r: &Option<&Report>| r.and_then(|r| r.latency_us);
             let due =
@@ -133,30 +212,35 @@ pub fn run(args: &CompareArgs) -> Result<String> {
             let rate = cand.or(*base).and_then(|r| r.target_rate).unwrap_or(0.0);
             let _ = writeln!(
                 out,
-                "| {case} | {rate:.0} | {} | {} | {} | {} / {} |",
+                "| {case} | {rate:.0} | {} | {} | {} | {} / {} | {} |",
                 three(cand),
                 three(base),
                 ratio(lat(cand).map(|l| l.p99 as f64), lat(base).map(|l| l.p99 as f64)),
                 due(cand),
                 due(base),
+                lost(cand, base),
             );
         }
     }
 
     let bursts: Vec<_> = cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(|r| r.burst.is_some())).collect();
     if !bursts.is_empty() {
-        let _ = writeln!(out, "\n| burst case | median ms {c} | median ms {b} | × | OKSE best (2.3 s) / {c} |");
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+        let _ = writeln!(
+            out,
+            "\n| burst case | median ms {c} | median ms {b} | × | OKSE best (2.3 s) / {c} | lost {c} / {b} |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
         for ((_, case), (cand, base)) in bursts {
             let median = |r: &Option<&Report>| r.and_then(|r| r.burst.as_ref()).map(|b| b.median_ms);
             let okse = median(cand).filter(|m| *m > 0.0).map(|m| format!("{:.0}×", OKSE_BEST_BURST_MS / m));
             let _ = writeln!(
                 out,
-                "| {case} | {} | {} | {} | {} |",
+                "| {case} | {} | {} | {} | {} | {} |",
                 num(median(cand)),
                 num(median(base)),
                 ratio(median(cand), median(base)),
-                okse.unwrap_or_else(|| "–".into())
+                okse.unwrap_or_else(|| "–".into()),
+                lost(cand, base),
             );
         }
     }
@@ -165,9 +249,9 @@ pub fn run(args: &CompareArgs) -> Result<String> {
     if !slow.is_empty() {
         let _ = writeln!(
             out,
-            "\n| slow case | RSS MiB start→max→end {c} | RSS MiB start→max→end {b} | slow reader closed by broker {c} / {b} |"
+            "\n| slow case | RSS MiB start→max→end {c} | RSS MiB start→max→end {b} | slow reader closed by broker {c} / {b} | lost by full-speed readers {c} / {b} |"
         );
-        let _ = writeln!(out, "|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---:|");
         for ((_, case), (cand, base)) in slow {
             let series = |r: &Option<&Report>| {
                 r.and_then(|r| r.slow.as_ref()).map_or("–".into(), |s| {
@@ -178,8 +262,15 @@ pub fn run(args: &CompareArgs) -> Result<String> {
             let closed = |r: &Option<&Report>| {
                 r.and_then(|r| r.slow.as_ref()).map_or("–".into(), |s| s.slow_closed_by_broker.is_some().to_string())
             };
-            let _ =
-                writeln!(out, "| {case} | {} | {} | {} / {} |", series(cand), series(base), closed(cand), closed(base));
+            let _ = writeln!(
+                out,
+                "| {case} | {} | {} | {} / {} | {} |",
+                series(cand),
+                series(base),
+                closed(cand),
+                closed(base),
+                lost(cand, base)
+            );
         }
     }
 
@@ -224,6 +315,49 @@ mod tests {
         assert_eq!(num(Some(12345.6)), "12346");
         assert_eq!(num(Some(12.345)), "12.3");
         assert_eq!(num(Some(1.2345)), "1.23");
+    }
+
+    #[test]
+    fn a_bounded_figure_makes_a_bounded_ratio() {
+        assert_eq!(bounded_ratio(Some((3.0, false)), Some((2.0, false))), "1.50");
+        assert_eq!(bounded_ratio(Some((3.0, true)), Some((2.0, false))), "≥ 1.50");
+        assert_eq!(bounded_ratio(Some((3.0, false)), Some((2.0, true))), "≤ 1.50");
+        assert_eq!(bounded_ratio(Some((3.0, true)), Some((2.0, true))), "?");
+        assert_eq!(bounded_ratio(None, Some((2.0, true))), "–");
+    }
+
+    #[test]
+    fn sustain_reports_get_their_own_table_and_say_when_the_generator_bounds_them() {
+        use crate::report::{SustainStep, SustainSummary};
+        let dir = std::env::temp_dir().join(format!("tolk-bench-compare-sustain-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (label, rate, generator_bound) in [("tolk", 90_000.0, true), ("mosquitto", 60_000.0, false)] {
+            let step =
+                SustainStep { delivered_rate: rate, clean: true, generator_cpu_share: 0.95, ..Default::default() };
+            let report = Report {
+                case: "sustain-fan-in".into(),
+                scenario: "sustain".into(),
+                label: label.into(),
+                delivered_rate: rate,
+                target_rate: Some(rate),
+                sustain: Some(SustainSummary {
+                    steps: vec![step],
+                    sustainable_step: Some(0),
+                    generator_bound,
+                    ..Default::default()
+                }),
+                ..Report::default()
+            };
+            std::fs::write(dir.join(format!("{label}.json")), serde_json::to_string(&report).unwrap()).unwrap();
+        }
+        let args = CompareArgs { dir: dir.clone(), candidate: "tolk".into(), baseline: "mosquitto".into() };
+        let table = run(&args).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            table.contains("| sustain-fan-in | ≥ 90000 (generator-bound) | 60000 | ≥ 1.50 | – | – | – | – | – | 95% / 95% | 0 / 0 |"),
+            "{table}"
+        );
+        assert_eq!(table.matches("| sustain-fan-in |").count(), 1, "only in the sustain table: {table}");
     }
 
     #[test]
