@@ -21,16 +21,18 @@ use crate::store::SessionKeeper;
 pub enum PushOutcome {
     /// Queued for the session.
     Queued,
-    /// Not queued: at-most-once and the outbox was full (or the session is offline, both
-    /// counted as `outbox_full`), or the broker's memory budget was (`memory_full`).
+    /// Not queued: at-most-once and the outbox was full twice over, or full after its
+    /// publishers' grace ran out (or the session is offline; all counted as `outbox_full`), or
+    /// the broker's memory budget was (`memory_full`).
     Dropped(DropReason),
     /// Not queued: at-least-once to an offline session whose queue is at its byte limit. The
     /// publisher should be told where its protocol can say so (as RabbitMQ's
     /// `overflow = reject-publish` does); the outbox counts and logs it per session.
     Refused,
-    /// Queued, but over capacity: at-least-once to a connected session whose outbox is full.
-    /// The publisher should wait for room (see `Session::relieve_congestion`) before it sends
-    /// more, so that a fast publisher is slowed down rather than a slow subscriber dropped.
+    /// Queued, but over capacity: to a connected session whose outbox is full. The publisher
+    /// should wait for room (see `Session::relieve_congestion`) before it sends more, so that a
+    /// fast publisher is slowed down rather than a slow subscriber's messages dropped, at any
+    /// QoS: TCP then holds the publisher back, as a single-threaded broker's does.
     Congested,
     /// Not queued: at-least-once to a connected session whose outbox was full twice over (the
     /// publisher did not wait, or waited past its grace). The session is now marked as a slow
@@ -84,6 +86,13 @@ struct State {
     attached: bool,
     overflowed: bool,
     closed: bool,
+    /// At-least-once deliveries went over capacity since the outbox was last below it: if its
+    /// publishers' grace runs out, the session is a slow consumer.
+    congested_at_least_once: bool,
+    /// Its publishers' grace ran out while only at-most-once deliveries were over capacity:
+    /// until it is below capacity again, at-most-once deliveries beyond it are dropped
+    /// rather than holding publishers back again.
+    stalled: bool,
 }
 
 struct Shared {
@@ -155,6 +164,8 @@ pub fn outbox(
             attached: true,
             overflowed: false,
             closed: false,
+            congested_at_least_once: false,
+            stalled: false,
         }),
         notify: Notify::new(),
         room: Notify::new(),
@@ -231,25 +242,27 @@ impl Outbox {
             // the limit still goes through an empty outbox).
             let len = state.queue.len();
             let full = len >= limits.capacity || (len > 0 && state.bytes + cost > limits.max_bytes);
+            // Twice the limits is the hard limit (memory stays bounded); up to it, a delivery is
+            // queued and its publisher waits for room.
+            let hard = full && (len >= limits.capacity * 2 || state.bytes + cost > limits.max_bytes.saturating_mul(2));
             if at_most_once {
-                if full {
+                if hard || (full && state.stalled) {
                     return PushOutcome::Dropped(DropReason::OutboxFull);
                 }
                 if !self.0.budget.try_charge(kind, cost) {
                     return PushOutcome::Dropped(DropReason::MemoryFull);
                 }
-                return self.enqueue(state, delivery, cost, PushOutcome::Queued);
+                let outcome = if full { PushOutcome::Congested } else { PushOutcome::Queued };
+                return self.enqueue(state, delivery, cost, outcome);
             }
             if full {
-                // At-least-once to a connected session: twice the limits is the hard limit
-                // (memory stays bounded); up to it, queue and let the publisher wait for room.
-                let hard = len >= limits.capacity * 2 || state.bytes + cost > limits.max_bytes.saturating_mul(2);
                 if hard || state.overflowed {
                     state.overflowed = true;
                     drop(state);
                     self.0.notify.notify_one();
                     return PushOutcome::Overflowed;
                 }
+                state.congested_at_least_once = true;
                 outcome = PushOutcome::Congested;
             }
         }
@@ -292,11 +305,19 @@ impl Outbox {
         }
     }
 
-    /// Marks the session as a slow consumer: its task gets [`Overflowed`] and closes the
-    /// connection. Used when a publisher's grace for this subscriber ran out.
-    pub fn mark_overflowed(&self) {
-        self.0.lock().overflowed = true;
-        self.0.notify.notify_one();
+    /// A publisher's grace for this subscriber ran out. With at-least-once deliveries over
+    /// capacity, the session is a slow consumer: its task gets [`Overflowed`] and closes the
+    /// connection. With only at-most-once ones, it stays, and loses what comes beyond its
+    /// limits until it has room again.
+    pub fn give_up_waiting(&self) {
+        let mut state = self.0.lock();
+        if state.congested_at_least_once {
+            state.overflowed = true;
+            drop(state);
+            self.0.notify.notify_one();
+        } else if self.0.is_full(&state) {
+            state.stalled = true;
+        }
     }
 
     /// Whether the receiver is gone.
@@ -337,6 +358,10 @@ impl OutboxReceiver {
         let n = state.queue.len().min(max);
         self.0.take(&mut state, n, into);
         let relieved = was_full && !self.0.is_full(&state);
+        if relieved {
+            state.congested_at_least_once = false;
+            state.stalled = false;
+        }
         drop(state);
         if relieved {
             self.0.room.notify_waiters();
@@ -432,13 +457,17 @@ mod tests {
     }
 
     #[test]
-    fn full_outbox_drops_at_most_once_and_overflows_at_least_once_at_twice_the_capacity() {
+    fn full_outbox_congests_then_drops_at_most_once_and_overflows_at_least_once_at_twice_the_capacity() {
         let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(2));
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
-        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Dropped(DropReason::OutboxFull));
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Congested, "the publisher waits");
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
-        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        assert_eq!(
+            tx.push(delivery(QoS::AtMostOnce)),
+            PushOutcome::Dropped(DropReason::OutboxFull),
+            "at-most-once beyond the hard limit is dropped"
+        );
         assert_eq!(
             tx.push(delivery(QoS::AtLeastOnce)),
             PushOutcome::Overflowed,
@@ -479,12 +508,7 @@ mod tests {
             outbox(SessionId(1), Protocol::Mqtt, limits, Arc::new(MemoryBudget::new(3 * one, metrics.clone())));
         assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
-        assert_eq!(
-            tx.push(delivery(QoS::AtMostOnce)),
-            PushOutcome::Dropped(DropReason::OutboxFull),
-            "2 messages' bytes"
-        );
-        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Congested, "2 messages' bytes");
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Overflowed, "twice the bytes is the hard limit");
         let (tx2, _rx2) =
@@ -509,11 +533,7 @@ mod tests {
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
-        assert_eq!(
-            tx.push(delivery(QoS::AtMostOnce)),
-            PushOutcome::Dropped(DropReason::OutboxFull),
-            "at-most-once never waits"
-        );
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Congested, "at-most-once waits too");
         let waiter = tokio::spawn({
             let tx = tx.clone();
             async move { tx.wait_for_room().await }
@@ -521,8 +541,33 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished(), "no room yet");
         assert_eq!(rx.try_drain(&mut Vec::new(), 2), Ok(2));
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "still at capacity");
+        assert_eq!(rx.try_drain(&mut Vec::new(), 1), Ok(1));
         waiter.await.unwrap();
-        assert_eq!(rx.try_drain(&mut Vec::new(), 10), Ok(1), "the congested delivery was kept");
+        assert_eq!(rx.try_drain(&mut Vec::new(), 10), Ok(1), "the congested deliveries were kept");
+    }
+
+    #[test]
+    fn a_grace_run_out_closes_a_subscriber_only_for_at_least_once() {
+        let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(1));
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Congested);
+        tx.give_up_waiting();
+        assert_eq!(
+            tx.push(delivery(QoS::AtMostOnce)),
+            PushOutcome::Dropped(DropReason::OutboxFull),
+            "stalled: dropped, and no publisher is held again"
+        );
+        assert_eq!(rx.try_drain(&mut Vec::new(), 10), Ok(2), "still connected");
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Congested, "room again: publishers wait again");
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Overflowed, "twice the capacity");
+        let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(1));
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        tx.give_up_waiting();
+        assert_eq!(rx.try_drain(&mut Vec::new(), 10), Err(Overflowed), "a slow consumer");
     }
 
     #[tokio::test]

@@ -1070,9 +1070,9 @@ impl Session {
         }
     }
 
-    /// Publishes through the router. When an at-least-once subscriber's outbox is full, the
-    /// delivery is still queued and the session becomes congested: its connection should stop
-    /// reading until [`Session::relieve_congestion`] returns.
+    /// Publishes through the router. When a subscriber's outbox is full, the delivery is still
+    /// queued (up to twice its limits) and the session becomes congested: its connection should
+    /// stop reading until [`Session::relieve_congestion`] returns.
     pub fn publish(&self, message: Arc<Message>) -> PublishOutcome {
         let mut durable = None;
         let mut outcome = self.publish_into(message, &mut durable);
@@ -1175,9 +1175,11 @@ impl Session {
     }
 
     /// Waits until every subscriber this session congested has room again, for at most the
-    /// router's `slow_consumer_grace` from when the congestion began; subscribers still full
-    /// then are marked slow consumers (their connections close). Cancel-safe: the deadline is
-    /// kept, so calling it again in a `select!` loop continues the same wait.
+    /// router's `slow_consumer_grace` from when the congestion began. Subscribers still full
+    /// then with at-least-once deliveries are slow consumers (their connections close); those
+    /// with at-most-once ones only lose what comes beyond their limits until they have room
+    /// ([`crate::Outbox::give_up_waiting`]). Cancel-safe: the deadline is kept, so calling it
+    /// again in a `select!` loop continues the same wait.
     pub async fn relieve_congestion(&self) {
         let (outboxes, since) = {
             let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
@@ -1187,7 +1189,7 @@ impl Session {
         let deadline = tokio::time::Instant::from_std(since + self.router.0.config.slow_consumer_grace);
         for outbox in &outboxes {
             if tokio::time::timeout_at(deadline, outbox.wait_for_room()).await.is_err() {
-                outbox.mark_overflowed();
+                outbox.give_up_waiting();
             }
         }
         let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());

@@ -89,7 +89,7 @@ fn retained_messages_are_stored_replaced_and_cleared() {
 }
 
 #[test]
-fn slow_subscriber_drops_at_most_once_and_overflows_at_least_once_at_twice_the_capacity() {
+fn slow_subscriber_congests_then_drops_at_most_once_and_overflows_at_least_once_at_twice_the_capacity() {
     let r = router();
     let p = r.open_session(Protocol::Mqtt);
     let slow = r.open_session(Protocol::Mqtt);
@@ -97,13 +97,32 @@ fn slow_subscriber_drops_at_most_once_and_overflows_at_least_once_at_twice_the_c
     for _ in 0..4 {
         p.publish(message(&p, "t", "x", QoS::AtMostOnce));
     }
-    assert_eq!(p.publish(message(&p, "t", "x", QoS::AtMostOnce)).dropped, 1);
-    assert_eq!(r.metrics().protocol(Protocol::Mqtt).dropped_count(tolk_core::DropReason::OutboxFull), 1);
+    assert!(!p.is_congesting());
     for _ in 0..4 {
-        assert_eq!(p.publish(message(&p, "t", "x", QoS::AtLeastOnce)).delivered, 1, "queued over capacity");
+        assert_eq!(p.publish(message(&p, "t", "x", QoS::AtMostOnce)).delivered, 1, "queued over capacity");
     }
+    assert!(p.is_congesting(), "the publisher is asked to wait, whatever the QoS");
+    assert_eq!(p.publish(message(&p, "t", "x", QoS::AtMostOnce)).dropped, 1, "twice the capacity");
+    assert_eq!(r.metrics().protocol(Protocol::Mqtt).dropped_count(tolk_core::DropReason::OutboxFull), 1);
     assert_eq!(p.publish(message(&p, "t", "x", QoS::AtLeastOnce)).dropped, 1, "the publisher did not wait");
     assert!(slow.receiver().try_drain(&mut Vec::new(), 10).is_err(), "marked as slow consumer");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_at_most_once_subscriber_still_full_after_the_grace_stays_and_loses_only_the_excess() {
+    let r = router();
+    let publisher = r.open_session(Protocol::Mqtt);
+    let slow = r.open_session(Protocol::Stomp);
+    slow.subscribe("t", 0, SubscriptionOptions::default()).unwrap();
+    for _ in 0..5 {
+        publisher.publish(message(&publisher, "t", "x", QoS::AtMostOnce));
+    }
+    assert!(publisher.is_congesting());
+    publisher.relieve_congestion().await; // the paused clock jumps to the grace deadline
+    assert!(!publisher.is_congesting());
+    let next = publisher.publish(message(&publisher, "t", "x", QoS::AtMostOnce));
+    assert_eq!((next.dropped, publisher.is_congesting()), (1, false), "dropped, nobody held back again");
+    assert_eq!(slow.receiver().try_drain(&mut Vec::new(), 10), Ok(5), "still connected, nothing else lost");
 }
 
 #[test]
