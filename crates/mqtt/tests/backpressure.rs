@@ -1,6 +1,6 @@
-//! A QoS 1 publisher faster than its subscriber is slowed down (the broker stops reading it),
-//! and the subscriber keeps everything: at-least-once waits within limits instead of dropping
-//! the slow session at once.
+//! A publisher faster than its subscriber is slowed down (the broker stops reading it), and the
+//! subscriber keeps everything, at QoS 1 and at QoS 0: the publisher waits within limits instead
+//! of the slow session's messages being dropped at once.
 
 mod common;
 
@@ -14,13 +14,25 @@ const MESSAGES: usize = 300;
 
 #[tokio::test]
 async fn a_fast_qos1_publisher_is_held_back_and_the_slow_subscriber_gets_everything() {
+    fast_publisher_slow_subscriber(QoS::AtLeastOnce, MESSAGES, 4).await;
+}
+
+/// At QoS 0 too: dropping at the first full moment would lose messages to a subscriber that is
+/// only slower for a while. 4 MiB of messages, more than the loopback socket buffers hold, so
+/// that the outbox fills.
+#[tokio::test]
+async fn a_fast_qos0_publisher_is_held_back_and_the_slow_subscriber_gets_everything() {
+    fast_publisher_slow_subscriber(QoS::AtMostOnce, 4096, 1024).await;
+}
+
+async fn fast_publisher_slow_subscriber(qos: QoS, messages: usize, size: usize) {
     // A tiny outbox so that the subscriber is full almost at once.
     let broker = start_with(config(), RouterConfig { outbox_capacity: 8, ..RouterConfig::default() }).await;
 
     // The subscriber's event loop is polled by hand, slowly: each poll reads (and acks) at
-    // most one message, then it sleeps.
+    // most one message, and it pauses every few messages.
     let (subscriber, mut slow_loop) = AsyncClient::new(MqttOptions::new("slow", "127.0.0.1", broker.port), 16);
-    subscriber.subscribe("load/t", QoS::AtLeastOnce).await.unwrap();
+    subscriber.subscribe("load/t", qos).await.unwrap();
     loop {
         let event = tokio::time::timeout(WAIT, slow_loop.poll()).await.expect("suback in time").unwrap();
         if let Event::Incoming(Packet::SubAck(_)) = event {
@@ -30,30 +42,31 @@ async fn a_fast_qos1_publisher_is_held_back_and_the_slow_subscriber_gets_everyth
 
     let publisher = v4::connect(v4::options(broker.port, "fast")).await;
     let sender = tokio::spawn(async move {
-        for n in 0..MESSAGES {
-            publisher
-                .client
-                .publish("load/t", QoS::AtLeastOnce, false, (n as u32).to_be_bytes().to_vec())
-                .await
-                .unwrap();
+        for n in 0..messages {
+            let mut payload = vec![0; size];
+            payload[..4].copy_from_slice(&(n as u32).to_be_bytes());
+            publisher.client.publish("load/t", qos, false, payload).await.unwrap();
         }
         publisher
     });
 
-    let mut received = Vec::with_capacity(MESSAGES);
-    while received.len() < MESSAGES {
+    let mut received = Vec::with_capacity(messages);
+    while received.len() < messages {
         let event = tokio::time::timeout(WAIT, slow_loop.poll())
             .await
             .expect("a message in time")
             .unwrap_or_else(|e| panic!("subscriber lost after {} messages: {e}", received.len()));
         if let Event::Incoming(Packet::Publish(p)) = event {
             received.push(u32::from_be_bytes(p.payload[..4].try_into().unwrap()));
-            tokio::time::sleep(Duration::from_micros(500)).await;
+            if received.len() % (messages / 300).max(1) == 0 {
+                tokio::time::sleep(Duration::from_micros(500)).await;
+            }
         }
     }
-    assert_eq!(received, (0..MESSAGES as u32).collect::<Vec<_>>(), "every message, once, in order");
+    assert_eq!(received, (0..messages as u32).collect::<Vec<_>>(), "every message, once, in order");
     let counters = broker.metrics().protocol(Protocol::Mqtt);
     assert_eq!(counters.closed_count(CloseReason::SlowConsumer), 0, "nobody was dropped as a slow consumer");
+    assert_eq!(counters.dropped_count(tolk_core::DropReason::OutboxFull), 0, "nothing was dropped");
     drop(sender.await.unwrap());
     broker.stop().await;
 }
