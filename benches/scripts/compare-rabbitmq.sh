@@ -5,7 +5,9 @@
 # Builds tolk and tolk-bench in release, installs rabbitmq-server if missing, and for every case
 # starts each broker afresh on free loopback ports (a private RabbitMQ node with its own name,
 # data directory and cookie; tolk with its printed defaults), runs the same load against both
-# and prints Markdown tables of tolk/rabbitmq ratios. Both brokers route AMQP through
+# and prints Markdown tables of tolk/rabbitmq ratios. Sustain cases (tolk-bench sustain: the
+# highest rate at which every message arrives) follow the closed-loop and fixed-rate ones, with
+# the broker on core 0 and the bench on core 1 when there are two cores. Both brokers route AMQP through
 # `amq.topic`; STOMP uses /topic/ destinations, dotted for RabbitMQ, which refuses slashes.
 #
 # Usage: benches/scripts/compare-rabbitmq.sh [OUT_DIR]
@@ -34,6 +36,8 @@ for protocol in amqp stomp; do
         add_case "$protocol-fan-in" $protocol "fan-in --messages 2000"
         add_case "$protocol-fan-in@50%" $protocol "fan-in --messages 1000"
         add_case "$protocol-idle" $protocol "idle --connections 200"
+        add_case "$protocol-sustain-fan-in" $protocol "sustain --shape fan-in --start-rate 4000 --window 2s --steps 4"
+        add_case "$protocol-sustain-fan-out" $protocol "sustain --shape fan-out --start-rate 2000 --window 2s --steps 4"
     else
         add_case "$protocol-burst" $protocol "burst --iterations 10"
         add_case "$protocol-fan-in" $protocol "fan-in --messages 25000"
@@ -45,6 +49,9 @@ for protocol in amqp stomp; do
         add_case "$protocol-unloaded@1000" $protocol "p2p --publishers 1 --rate 1000 --messages 3000"
         # tolk's AMQP listener takes 1,024 connections by default.
         add_case "$protocol-idle" $protocol "idle --connections 1000"
+        add_case "$protocol-sustain-fan-in" $protocol "sustain --shape fan-in --start-rate 4000 --window 10s --steps 8"
+        add_case "$protocol-sustain-fan-out" $protocol "sustain --shape fan-out --start-rate 2000 --window 10s --steps 8"
+        add_case "$protocol-sustain-fan-in-ack" $protocol "sustain --shape fan-in --qos 1 --start-rate 2000 --window 10s --steps 8"
     fi
 done
 

