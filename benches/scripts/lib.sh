@@ -479,7 +479,7 @@ machine_info() {
     if [[ -n ${MOSQUITTO:-} ]]; then
         echo "mosquitto: $("$MOSQUITTO" -h 2>/dev/null | sed -n 's/^mosquitto version //p' | head -n1)"
     fi
-    if [[ -n ${NATS:-} ]]; then echo "nats-server: $("$NATS" --version 2>/dev/null)"; fi
+    if [[ -n ${NATS:-} ]]; then "$NATS" --version 2>/dev/null; fi
     if [[ -n ${RUMQTTD:-} ]]; then echo "rumqttd: $("$RUMQTTD" --version 2>/dev/null)"; fi
     local missing
     for missing in "${MISSING_PEERS[@]}"; do echo "NOT COMPARED: $missing"; done
