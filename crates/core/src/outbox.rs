@@ -4,9 +4,15 @@
 //! depends on the delivery's QoS and on whether a connection is attached, and because the
 //! session drains everything queued in one lock (then writes and flushes once, as nats-server
 //! does). The lock is never held across an await; pushes and drains are a few instructions.
+//! The one receiver is woken through an `AtomicWaker` rather than a `Notify`: waiting then
+//! needs no future of its own ([`OutboxReceiver::poll_drain`]), which every connection's task
+//! would otherwise carry.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::task::{Context, Poll};
+
+use futures_util::task::AtomicWaker;
 
 use tokio::sync::Notify;
 use tolk_metrics::{DropReason, MemoryKind, Protocol};
@@ -98,7 +104,7 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     /// Wakes the receiver: something was queued, or the outbox overflowed.
-    notify: Notify,
+    notify: AtomicWaker,
     /// Wakes congested publishers: the receiver drained the outbox below capacity.
     room: Notify,
     limits: OutboxLimits,
@@ -167,7 +173,7 @@ pub fn outbox(
             congested_at_least_once: false,
             stalled: false,
         }),
-        notify: Notify::new(),
+        notify: AtomicWaker::new(),
         room: Notify::new(),
         limits,
         budget,
@@ -259,7 +265,7 @@ impl Outbox {
                 if hard || state.overflowed {
                     state.overflowed = true;
                     drop(state);
-                    self.0.notify.notify_one();
+                    self.0.notify.wake();
                     return PushOutcome::Overflowed;
                 }
                 state.congested_at_least_once = true;
@@ -283,7 +289,7 @@ impl Outbox {
         state.bytes += cost;
         drop(state);
         if was_empty {
-            self.0.notify.notify_one();
+            self.0.notify.wake();
         }
         outcome
     }
@@ -314,7 +320,7 @@ impl Outbox {
         if state.congested_at_least_once {
             state.overflowed = true;
             drop(state);
-            self.0.notify.notify_one();
+            self.0.notify.wake();
         } else if self.0.is_full(&state) {
             state.stalled = true;
         }
@@ -372,12 +378,27 @@ impl OutboxReceiver {
     /// Waits until at least one delivery is queued, then moves up to `max` into `into`.
     /// Cancel-safe: nothing is taken unless the future completes.
     pub async fn drain(&self, into: &mut Vec<Delivery>, max: usize) -> Result<usize, Overflowed> {
-        loop {
-            let n = self.try_drain(into, max)?;
-            if n > 0 {
-                return Ok(n);
-            }
-            self.0.notify.notified().await;
+        std::future::poll_fn(|cx| self.poll_drain(cx, into, max)).await
+    }
+
+    /// [`OutboxReceiver::drain`] as a poll: ready with what it moved (at least one delivery),
+    /// or pending with the task's waker kept for the next push. Only the outbox's one receiving
+    /// task may poll it (a second one would take the waker over).
+    pub fn poll_drain(
+        &self,
+        cx: &mut Context<'_>,
+        into: &mut Vec<Delivery>,
+        max: usize,
+    ) -> Poll<Result<usize, Overflowed>> {
+        match self.try_drain(into, max) {
+            Ok(0) => {}
+            done => return Poll::Ready(done),
+        }
+        // Registered before looking again, so that a push in between is not missed.
+        self.0.notify.register(cx.waker());
+        match self.try_drain(into, max) {
+            Ok(0) => Poll::Pending,
+            done => Poll::Ready(done),
         }
     }
 
@@ -417,7 +438,7 @@ impl OutboxReceiver {
         let non_empty = !state.queue.is_empty();
         drop(state);
         if non_empty {
-            self.0.notify.notify_one();
+            self.0.notify.wake();
         }
     }
 }

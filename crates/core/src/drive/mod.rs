@@ -316,7 +316,7 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
             // Polled even with a window of 0: it then returns only when the outbox overflows,
             // which is how a client that stops acknowledging is told and closed instead of
             // being dropped from silently.
-            drained = core.receiver().drain(&mut batch, window) => match drained {
+            drained = std::future::poll_fn(|cx| core.receiver().poll_drain(cx, &mut batch, window)) => match drained {
                 Ok(_) => session.handle_deliveries(&mut batch, Instant::now()),
                 Err(_) => session.handle_overflow(Instant::now()),
             },
