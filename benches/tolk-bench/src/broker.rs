@@ -17,6 +17,18 @@ const START_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a spawned broker gets to exit after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The broker counts as quiet once it used less than this share of a core over one
+/// `SETTLE_PERIOD`.
+const QUIET_SHARE: f64 = 0.10;
+
+/// How often the broker's CPU is read while waiting for it to be quiet: 20 clock ticks, so the
+/// quiet threshold is two ticks.
+const SETTLE_PERIOD: Duration = Duration::from_millis(200);
+
+/// Longest wait for a quiet broker; a broker busy on its own (a peer's housekeeping) must not
+/// stall a run.
+const SETTLE_MAX: Duration = Duration::from_secs(5);
+
 /// The broker process whose resources the report includes.
 pub struct Broker {
     probe: Probe,
@@ -41,6 +53,24 @@ impl Probe {
     /// Reads CPU time and memory now.
     pub fn sample(&self) -> Result<ProcSample> {
         ProcSample::read(&self.pid.to_string(), self.ticks_per_second)
+    }
+
+    /// Waits until the process used less than `QUIET_SHARE` of a core over a `SETTLE_PERIOD`,
+    /// or `SETTLE_MAX` passed: work the broker still does for what came before (a backlog, the
+    /// set-up of thousands of connections) is then not billed to what is measured next, and
+    /// its memory is read once that work is done. The wait polls `/proc`, the only way to see
+    /// a peer broker's work.
+    pub async fn settle(&self) {
+        let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+        let Ok(mut last) = self.sample() else { return };
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(SETTLE_PERIOD).await;
+            let Ok(now) = self.sample() else { return };
+            if now.cpu_secs - last.cpu_secs < SETTLE_PERIOD.as_secs_f64() * QUIET_SHARE {
+                return;
+            }
+            last = now;
+        }
     }
 
     /// The bench's own figures, to show when the load generator rather than the broker was

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use hdrhistogram::Histogram;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -14,12 +15,12 @@ use super::{Ctx, RssSampler, Scenario};
 use crate::clock::Clock;
 use crate::payload::Stamp;
 use crate::proto::{Connector, Publisher, Subscription};
-use crate::recorder::{Recorder, latency_histogram};
+use crate::recorder::{Recorder, SubscriberSummary, latency_histogram};
 use crate::report::{BrokerUsage, LatencySummary, Report, SlowSummary};
 
 /// Deliveries a full-speed subscriber may hold between its client task and its recorder.
 /// Large enough that recording never slows the socket reads; the slow subscriber gets 1.
-const SUBSCRIBER_BUFFER: usize = 1024;
+pub(super) const SUBSCRIBER_BUFFER: usize = 1024;
 
 /// One publisher's part of the plan.
 struct PublisherPlan {
@@ -113,19 +114,74 @@ async fn publish_loop<P: Publisher>(
             Some(i) => Some(clock.ns_at(i.tick().await.into_std())),
             None => None,
         };
-        let sent_ns = clock.now_ns();
-        let body = Stamp { publisher: id, seq, sent_ns, due_ns: due_ns.unwrap_or(sent_ns) }.encode(payload);
-        if let Err(e) = publisher.publish(&topic, body).await {
+        if let Err(e) = publish_stamped(&mut publisher, id, &topic, seq, due_ns, clock, payload).await {
             return (publisher, seq, Some(format!("publisher {id}: {e:#}")));
         }
     }
     (publisher, messages, None)
 }
 
+/// Publishes message `seq` of publisher `id`, stamped with the time it goes out and the time
+/// it was due (`None` in closed loop: due when sent).
+pub(super) async fn publish_stamped<P: Publisher>(
+    publisher: &mut P,
+    id: u32,
+    topic: &str,
+    seq: u64,
+    due_ns: Option<u64>,
+    clock: Clock,
+    payload: usize,
+) -> Result<()> {
+    let sent_ns = clock.now_ns();
+    let body = Stamp { publisher: id, seq, sent_ns, due_ns: due_ns.unwrap_or(sent_ns) }.encode(payload);
+    publisher.publish(topic, body).await
+}
+
+/// Sums what the full-speed subscribers of a run received into its report: counts, merged
+/// latency histograms and the last arrival, from which [`Tally::finish`] derives the rates.
+pub(super) struct Tally {
+    latency: Histogram<u64>,
+    latency_from_due: Histogram<u64>,
+    start_ns: u64,
+    last_recv_ns: u64,
+}
+
+impl Tally {
+    /// A tally for a run whose first publish was at `start_ns`.
+    pub(super) fn new(start_ns: u64) -> Self {
+        Tally { latency: latency_histogram(), latency_from_due: latency_histogram(), start_ns, last_recv_ns: start_ns }
+    }
+
+    /// Adds one subscriber's counts to `report` and its latencies to the tally.
+    pub(super) fn add(&mut self, report: &mut Report, rec: &Recorder, summary: &SubscriberSummary) {
+        report.expected += summary.expected;
+        report.received += summary.received;
+        report.lost += summary.lost;
+        report.duplicates += summary.duplicates;
+        report.reordered += summary.reordered;
+        self.latency.add(&rec.latency).expect("histograms share bounds");
+        self.latency_from_due.add(&rec.latency_from_due).expect("histograms share bounds");
+        self.last_recv_ns = self.last_recv_ns.max(rec.last_recv_ns.unwrap_or(0));
+    }
+
+    /// Fills the report's rates and latencies; the publishers finished at `publish_end_ns`, and
+    /// latency from due time is reported for an `open_loop` run only.
+    pub(super) fn finish(self, report: &mut Report, publish_end_ns: u64, open_loop: bool) {
+        report.publish_secs = (publish_end_ns - self.start_ns) as f64 / 1e9;
+        report.offered_rate = if report.publish_secs > 0.0 { report.sent as f64 / report.publish_secs } else { 0.0 };
+        let deliver_secs = (self.last_recv_ns - self.start_ns) as f64 / 1e9;
+        report.delivered_rate = if deliver_secs > 0.0 { report.received as f64 / deliver_secs } else { 0.0 };
+        report.latency_us = LatencySummary::of(&self.latency);
+        if open_loop {
+            report.latency_from_due_us = LatencySummary::of(&self.latency_from_due);
+        }
+    }
+}
+
 /// Records deliveries until all expected ones arrived, or, once the publishers are done,
 /// until none came for `drain` (or, with `drain_is_deadline`, until `drain` has passed since
 /// they were done).
-async fn consume(
+pub(super) async fn consume(
     mut sub: Subscription,
     mut rec: Recorder,
     mut done: watch::Receiver<bool>,
@@ -260,9 +316,7 @@ pub async fn run<P: Connector, S: Connector>(
     let own_after = ctx.own_cpu_secs();
     report.rss_samples = sampler.finish().await;
 
-    let mut latency = latency_histogram();
-    let mut latency_from_due = latency_histogram();
-    let mut last_recv_ns = start_ns;
+    let mut tally = Tally::new(start_ns);
     let mut delivered_total = 0;
     for (plan, (rec, sub)) in finished {
         let closed = sub.close().await;
@@ -276,14 +330,7 @@ pub async fn run<P: Connector, S: Connector>(
                 ..SlowSummary::default()
             });
         } else {
-            report.expected += summary.expected;
-            report.received += summary.received;
-            report.lost += summary.lost;
-            report.duplicates += summary.duplicates;
-            report.reordered += summary.reordered;
-            latency.add(&rec.latency).expect("histograms share bounds");
-            latency_from_due.add(&rec.latency_from_due).expect("histograms share bounds");
-            last_recv_ns = last_recv_ns.max(rec.last_recv_ns.unwrap_or(0));
+            tally.add(&mut report, &rec, &summary);
         }
         report.per_subscriber.push(summary);
     }
@@ -293,14 +340,7 @@ pub async fn run<P: Connector, S: Connector>(
         }
     }
 
-    report.publish_secs = (publish_end_ns - start_ns) as f64 / 1e9;
-    report.offered_rate = if report.publish_secs > 0.0 { report.sent as f64 / report.publish_secs } else { 0.0 };
-    let deliver_secs = (last_recv_ns - start_ns) as f64 / 1e9;
-    report.delivered_rate = if deliver_secs > 0.0 { report.received as f64 / deliver_secs } else { 0.0 };
-    report.latency_us = LatencySummary::of(&latency);
-    if rate.is_some() {
-        report.latency_from_due_us = LatencySummary::of(&latency_from_due);
-    }
+    tally.finish(&mut report, publish_end_ns, rate.is_some());
     report.bench_cpu_secs = own_after - own_before;
     if let (Some(probe), Some(before), Some(after)) = (ctx.broker, before, after) {
         // The broker's CPU went into every delivery, the slow subscriber's included.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use tokio::task::JoinSet;
 
-use super::Ctx;
+use super::{Ctx, connect_many};
 use crate::proto::Connector;
 use crate::report::{BrokerUsage, IdleSummary, Report};
 
@@ -19,39 +19,19 @@ const SETTLE: Duration = Duration::from_millis(500);
 pub async fn run<C: Connector>(connector: &C, ctx: &Ctx) -> Result<Report> {
     let args = &ctx.args;
     let requested = args.connections;
-    let concurrency = args.connect_concurrency.max(1);
     let mut report = Report::new("idle", args);
     report.subscribers = requested;
 
     let before = ctx.sample_broker();
     let own_before = ctx.own_cpu_secs();
-    let start = ctx.clock.now_ns();
-    let mut attempts = JoinSet::new();
-    let mut held = Vec::with_capacity(requested);
-    let mut failed = 0;
-    let mut next = 0;
-    while next < requested || !attempts.is_empty() {
-        while next < requested && attempts.len() < concurrency {
-            let (connector, id) = (connector.clone(), ctx.client_id('i', next));
-            attempts.spawn(async move { connector.idle(id).await });
-            next += 1;
-        }
-        match attempts.join_next().await {
-            Some(Ok(Ok(connection))) => held.push(connection),
-            Some(Ok(Err(e))) => {
-                failed += 1;
-                if report.errors.len() < 5 {
-                    report.errors.push(format!("{e:#}"));
-                }
-            }
-            Some(Err(e)) => {
-                failed += 1;
-                report.errors.push(format!("connect task: {e}"));
-            }
-            None => break,
-        }
-    }
-    let connect_secs = (ctx.clock.now_ns() - start) as f64 / 1e9;
+    let opened = connect_many(requested, args.connect_concurrency, |i| {
+        let (connector, id) = (connector.clone(), ctx.client_id('i', i));
+        async move { connector.idle(id).await }
+    })
+    .await;
+    report.errors = opened.errors;
+    let (failed, connect_secs) = (opened.failed, opened.secs);
+    let held: Vec<_> = opened.clients.into_iter().map(|(_, c)| c).collect();
     tokio::time::sleep(SETTLE).await;
     let after = ctx.sample_broker();
     report.bench_cpu_secs = ctx.own_cpu_secs() - own_before;

@@ -9,11 +9,12 @@ mod idle;
 pub mod stall;
 pub mod sustain;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::future::Future;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::broker::{Broker, Probe, ProcSample};
 use crate::cli::LoadArgs;
@@ -135,6 +136,59 @@ impl RssSampler {
         let _ = self.stop.send(());
         self.task.await.unwrap_or_default()
     }
+}
+
+/// What [`connect_many`] opened.
+pub struct Connected<T> {
+    /// The clients that connected, each with its index, in index order.
+    pub clients: Vec<(usize, T)>,
+    /// Attempts that failed.
+    pub failed: usize,
+    /// The first few failures' messages: thousands of identical ones would bury the report.
+    pub errors: Vec<String>,
+    /// From the first attempt to the last answer, in seconds.
+    pub secs: f64,
+}
+
+/// Failures whose messages [`connect_many`] keeps.
+const CONNECT_ERRORS_KEPT: usize = 5;
+
+/// Opens `count` clients with `connect(index)`, at most `concurrency` attempts in flight: as
+/// many at once as a fleet of devices coming online, without a SYN flood that would measure
+/// the kernel's accept queue rather than the broker.
+pub async fn connect_many<T, F, Fut>(count: usize, concurrency: usize, connect: F) -> Connected<T>
+where
+    T: Send + 'static,
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Result<T>> + Send + 'static,
+{
+    let started = Instant::now();
+    let mut attempts = JoinSet::new();
+    let mut done = Connected { clients: Vec::with_capacity(count), failed: 0, errors: Vec::new(), secs: 0.0 };
+    let mut next = 0;
+    while next < count || !attempts.is_empty() {
+        while next < count && attempts.len() < concurrency.max(1) {
+            let attempt = connect(next);
+            attempts.spawn(async move { (next, attempt.await) });
+            next += 1;
+        }
+        let error = match attempts.join_next().await {
+            Some(Ok((i, Ok(client)))) => {
+                done.clients.push((i, client));
+                continue;
+            }
+            Some(Ok((_, Err(e)))) => format!("{e:#}"),
+            Some(Err(e)) => format!("connect task: {e}"),
+            None => break,
+        };
+        done.failed += 1;
+        if done.errors.len() < CONNECT_ERRORS_KEPT {
+            done.errors.push(error);
+        }
+    }
+    done.secs = started.elapsed().as_secs_f64();
+    done.clients.sort_unstable_by_key(|(i, _)| *i);
+    done
 }
 
 /// A short random id that keeps client ids and topics of concurrent runs apart.

@@ -13,12 +13,10 @@
 //! backpressure): that step is not clean, and it is the broker's limit. This module owns the search and the verdicts; it knows
 //! nothing of protocols, and leaves publishing and recording to `flow`.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result};
 
 use super::{Scenario, broker_for, flow, run_attached};
-use crate::broker::{Probe, cpus_allowed};
+use crate::broker::cpus_allowed;
 use crate::cli::{LoadArgs, Shape, SustainArgs};
 use crate::report::{Report, SustainStep, SustainSummary};
 
@@ -31,18 +29,6 @@ const PACE_LIMIT: f64 = 0.97;
 /// Rates closer than this share of the higher one are not worth another step: two runs at
 /// the same rate differ by more than that on a shared machine.
 const RESOLUTION: f64 = 0.01;
-
-/// Before a step, the broker counts as quiet once it used less than this share of a core over
-/// one `SETTLE_PERIOD` (the backlog of a step before would otherwise be billed to the next).
-const QUIET_SHARE: f64 = 0.10;
-
-/// How often the broker's CPU is read while waiting for it to be quiet: 20 clock ticks, so the
-/// quiet threshold is two ticks.
-const SETTLE_PERIOD: Duration = Duration::from_millis(200);
-
-/// Longest wait for a quiet broker; a broker busy on its own (a peer's housekeeping) must not
-/// stall the search.
-const SETTLE_MAX: Duration = Duration::from_secs(5);
 
 /// What the search needs to know of a finished step.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -198,21 +184,6 @@ fn step_of(rate: f64, report: &Report, cores: usize) -> SustainStep {
     }
 }
 
-/// Waits until the broker used less than `QUIET_SHARE` of a core over a `SETTLE_PERIOD`, or
-/// `SETTLE_MAX` passed: a step after an overloaded one must not pay for its backlog.
-async fn settle(probe: Probe) {
-    let deadline = tokio::time::Instant::now() + SETTLE_MAX;
-    let Ok(mut last) = probe.sample() else { return };
-    while tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(SETTLE_PERIOD).await;
-        let Ok(now) = probe.sample() else { return };
-        if now.cpu_secs - last.cpu_secs < SETTLE_PERIOD.as_secs_f64() * QUIET_SHARE {
-            return;
-        }
-        last = now;
-    }
-}
-
 /// CPU numbers as the kernel lists them (`0,1,2`); ranges are not folded back, the lists are
 /// short.
 fn cpu_list(cpus: &[u32]) -> String {
@@ -240,8 +211,9 @@ pub async fn run(args: &SustainArgs) -> Result<Report> {
     let mut steps: Vec<(SustainStep, Report)> = Vec::new();
     let result = async {
         while let Some(rate) = search.next_rate(&outcomes) {
+            // A step after an overloaded one must not pay for its backlog.
             if let Some(probe) = probe {
-                settle(probe).await;
+                probe.settle().await;
             }
             let report = run_attached(scenario(args.shape), step_args(args, rate), probe)
                 .await
