@@ -1,5 +1,9 @@
-//! The HTTP server: Prometheus metrics, health, and latency percentiles. Protocol front ends
-//! that live on HTTP (WS-Notification) add their routes to the same server.
+//! The HTTP server: Prometheus metrics, health, latency percentiles and the live dashboard.
+//! Protocol front ends that live on HTTP (WS-Notification) add their routes to the same server.
+
+// Declared here rather than in main.rs: the dashboard is a part of the HTTP server.
+#[path = "dashboard.rs"]
+mod dashboard;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,15 +27,16 @@ use tolk_tls::Tls;
 
 use crate::config::HttpConfig;
 
-/// Routes served on the HTTP port. With `users`, `/metrics` and `/api/*` ask for one (HTTP
-/// Basic); `/healthz` stays open for load balancers and systemd checks.
+/// Routes served on the HTTP port. With `users`, `/metrics`, `/api/*` and `/dashboard` ask for
+/// one (HTTP Basic); `/healthz` stays open for load balancers and systemd checks.
 pub fn routes(metrics: Arc<Metrics>, users: Option<Arc<dyn Authenticator>>) -> Router {
     let protected = Router::new()
         .route("/metrics", get(prometheus))
         .route("/api/latency", get(latency))
         .route("/api/bridges", get(bridges))
         .route("/api/cluster", get(cluster))
-        .with_state(metrics.clone());
+        .with_state(metrics.clone())
+        .merge(dashboard::routes(metrics.clone()));
     let protected = match users {
         Some(users) => {
             protected.layer(axum::middleware::from_fn(move |request, next| basic_auth(users.clone(), request, next)))
@@ -124,7 +129,9 @@ pub async fn serve(
         max_per_address: config.max_connections_per_address,
     };
     let request_timeout = config.request_timeout;
-    let app = app.layer(axum::middleware::from_fn(move |request, next| within(request_timeout, request, next)));
+    let app = app
+        .layer(axum::middleware::from_fn(move |request, next| within(request_timeout, request, next)))
+        .layer(Extension(dashboard::Shutdown(shutdown.clone())));
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1.timer(TokioTimer::new()).header_read_timeout(config.header_timeout);
     let server = Arc::new(Server { app, http1, shutdown, tracker: tracker.clone() });
