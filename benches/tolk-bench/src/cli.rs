@@ -56,8 +56,103 @@ pub enum Command {
     /// delivered rate, latency, broker CPU per message and the bench's own CPU, flagged when the
     /// bench rather than the broker set the limit.
     Sustain(SustainArgs),
+    /// MinT load: --clients publishers (10,000) connected at once, each publishing
+    /// --rate-per-client (10 msg/s) to its own topic `mint/<client>/data`, and wildcard
+    /// subscribers receiving everything; connect time, broker RSS after connecting and at the
+    /// end, delivered/sent, broker CPU and latency.
+    Mint(MintArgs),
     /// Print a Markdown table comparing the JSON reports in a directory, candidate/baseline.
     Compare(CompareArgs),
+}
+
+/// The wildcard filter of `mint`'s subscribers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MintFilter {
+    /// `mint/+/data`: one level per client, the way a dashboard watches a fleet.
+    Plus,
+    /// `mint/#`: everything under `mint/`.
+    Hash,
+}
+
+impl MintFilter {
+    /// The topic filter subscribed to.
+    pub fn topic(self) -> &'static str {
+        match self {
+            MintFilter::Plus => "mint/+/data",
+            MintFilter::Hash => "mint/#",
+        }
+    }
+}
+
+/// Options of `mint`.
+#[derive(Debug, Clone, Args)]
+pub struct MintArgs {
+    /// Broker to load: mqtt://host:port or mqttsn://host:port (one UDP socket, so one source
+    /// port, per client, as devices have).
+    #[arg(long, default_value = "mqtt://127.0.0.1:1883")]
+    pub target: Target,
+
+    /// Pid of the running broker, for its CPU time and memory.
+    #[arg(long)]
+    pub broker_pid: Option<u32>,
+
+    /// Publishing clients, all connected before the first publish. Each needs a file
+    /// descriptor in the bench (and one in the broker): the run refuses to start when the
+    /// bench's `ulimit -n` is too low.
+    #[arg(long, default_value_t = 10_000)]
+    pub clients: usize,
+
+    /// Messages per second each client publishes; the clients' start phases are spread
+    /// evenly over one period, so the total (clients × rate) arrives smoothly.
+    #[arg(long, default_value_t = 10.0)]
+    pub rate_per_client: f64,
+
+    /// How long the clients publish, as `30s` or `500ms`.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Wildcard subscribers, each of which receives every message.
+    #[arg(long, default_value_t = 2)]
+    pub subscribers: usize,
+
+    /// The subscribers' filter.
+    #[arg(long, value_enum, default_value_t = MintFilter::Plus)]
+    pub filter: MintFilter,
+
+    /// Delivery guarantee for publishers and subscribers (MQTT QoS; MQTT-SN speaks 0 and 1).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub qos: u8,
+
+    /// Payload size in bytes (at least the 32-byte stamp header).
+    #[arg(long, default_value_t = 64)]
+    pub payload: usize,
+
+    /// Connection attempts in flight at once while the clients connect.
+    #[arg(long, default_value_t = 64)]
+    pub connect_concurrency: usize,
+
+    /// Tasks that drive the publishing clients, each taking every N-th client in turn on one
+    /// timer; default one task (and timer) per client. Fewer tasks cost the bench fewer
+    /// wake-ups, with the same schedule.
+    #[arg(long)]
+    pub publish_tasks: Option<usize>,
+
+    /// After the last publish, how long a subscriber waits for one more message before it
+    /// counts the rest as lost, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub drain_ms: u64,
+
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Name of the broker in reports (e.g. tolk, mosquitto).
+    #[arg(long, default_value = "broker")]
+    pub label: String,
+
+    /// Row name in comparison tables; defaults to `mint-<protocol>`.
+    #[arg(long)]
+    pub case: Option<String>,
 }
 
 /// The flow shapes `sustain` can load a broker with.

@@ -8,10 +8,10 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result, bail};
 
 use crate::cli::CompareArgs;
-use crate::report::{Report, SustainSummary};
+use crate::report::{MintSummary, Report, SustainSummary};
 
 /// Order of scenarios in the tables: the OKSE burst first, then throughput, then resources.
-const SCENARIO_ORDER: [&str; 7] = ["burst", "fan-in", "fan-out", "p2p", "sustain", "slow-subscriber", "idle"];
+const SCENARIO_ORDER: [&str; 8] = ["burst", "fan-in", "fan-out", "p2p", "sustain", "mint", "slow-subscriber", "idle"];
 
 /// The fastest OKSE figure for a burst of 100 messages, in ms (Raspberry Pi 3).
 const OKSE_BEST_BURST_MS: f64 = 2300.0;
@@ -114,8 +114,9 @@ pub fn run(args: &CompareArgs) -> Result<String> {
         "| case | msg/s {c} | msg/s {b} | × | p99 µs {c} | p99 µs {b} | × | CPU µs/msg {c} | CPU µs/msg {b} | × | peak RSS MiB {c} | peak RSS MiB {b} | × | lost {c} / {b} |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    // Sustain reports have tables of their own, where a figure the generator bounded says so.
-    let closed = |r: &Report| r.idle.is_none() && r.sustain.is_none();
+    // Sustain and mint reports have tables of their own, where a figure the generator bounded
+    // says so.
+    let closed = |r: &Report| r.idle.is_none() && r.sustain.is_none() && r.mint.is_none();
     for ((_, case), (cand, base)) in cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(closed)) {
         let thr = |r: &Option<&Report>| r.map(|r| r.delivered_rate);
         let p99 = |r: &Option<&Report>| r.and_then(|r| r.latency_us.map(|l| l.p99 as f64));
@@ -218,6 +219,54 @@ pub fn run(args: &CompareArgs) -> Result<String> {
                 ratio(lat(cand).map(|l| l.p99 as f64), lat(base).map(|l| l.p99 as f64)),
                 due(cand),
                 due(base),
+                lost(cand, base),
+            );
+        }
+    }
+
+    let mint: Vec<_> = cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(|r| r.mint.is_some())).collect();
+    if !mint.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n| mint case | clients × msg/s | delivered % {c} / {b} | connect s {c} / {b} | RSS MiB after connect {c} / {b} | RSS MiB end {c} | RSS MiB end {b} | × | CPU µs/msg {c} | CPU µs/msg {b} | × | broker CPU {c} / {b} | p50 / p99 / p99.9 µs {c} | p50 / p99 / p99.9 µs {b} | bench CPU {c} / {b} | lost {c} / {b} |"
+        );
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for ((_, case), (cand, base)) in mint {
+            let m = |r: &Option<&'_ Report>| r.and_then(|r| r.mint.clone());
+            let pair = |f: &dyn Fn(&Report, &MintSummary) -> Option<String>| {
+                let one = |r: &Option<&Report>| r.zip(m(r)).and_then(|(r, m)| f(r, &m)).unwrap_or_else(|| "–".into());
+                format!("{} / {}", one(cand), one(base))
+            };
+            let mib = |kib: Option<u64>| kib.map(|k| k as f64 / 1024.0);
+            let end = |r: &Option<&Report>| m(r).and_then(|m| mib(m.rss_end_kib));
+            let cpu = |r: &Option<&Report>| {
+                r.filter(|r| r.broker.as_ref().is_some_and(|b| b.cpu_secs >= MIN_CPU_SECS))
+                    .and_then(|r| r.cpu_us_per_delivered())
+            };
+            let three = |r: &Option<&Report>| {
+                r.and_then(|r| r.latency_us).map_or("–".into(), |l| format!("{} / {} / {}", l.p50, l.p99, l.p999))
+            };
+            let fleet =
+                m(cand).or(m(base)).map_or("–".into(), |m| format!("{} × {}", m.connected, m.rate_per_client));
+            let _ = writeln!(
+                out,
+                "| {case} | {fleet} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                pair(&|r, _| r.delivered_percent().map(|p| format!("{p:.3}"))),
+                pair(&|_, m| Some(format!("{:.2}", m.connect_secs))),
+                pair(&|_, m| mib(m.rss_after_connect_kib).map(|v| num(Some(v)))),
+                num(end(cand)),
+                num(end(base)),
+                ratio(end(cand), end(base)),
+                num(cpu(cand)),
+                num(cpu(base)),
+                ratio(cpu(cand), cpu(base)),
+                pair(&|_, m| m.broker_cpu_share.map(|s| format!("{:.0}%", s * 100.0))),
+                three(cand),
+                three(base),
+                pair(&|_, m| {
+                    let bound = if m.generator_bound.is_some() { " (generator-bound)" } else { "" };
+                    Some(format!("{:.0}%{bound}", m.generator_cpu_share * 100.0))
+                }),
                 lost(cand, base),
             );
         }
@@ -358,6 +407,45 @@ mod tests {
             "{table}"
         );
         assert_eq!(table.matches("| sustain-fan-in |").count(), 1, "only in the sustain table: {table}");
+    }
+
+    #[test]
+    fn mint_reports_get_their_own_table_with_delivery_memory_and_loss() {
+        use crate::report::MintSummary;
+        let dir = std::env::temp_dir().join(format!("tolk-bench-compare-mint-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (label, received, end_kib) in [("tolk", 1999, 40 * 1024), ("mosquitto", 2000, 80 * 1024)] {
+            let report = Report {
+                case: "mint-mqtt".into(),
+                scenario: "mint".into(),
+                label: label.into(),
+                expected: 2000,
+                received,
+                lost: 2000 - received,
+                target_rate: Some(100.0),
+                mint: Some(MintSummary {
+                    connected: 10,
+                    rate_per_client: 10.0,
+                    connect_secs: 0.5,
+                    rss_end_kib: Some(end_kib),
+                    generator_cpu_share: 0.95,
+                    generator_bound: Some("CPU 95% of 1 core(s)".into()),
+                    ..Default::default()
+                }),
+                ..Report::default()
+            };
+            std::fs::write(dir.join(format!("{label}.json")), serde_json::to_string(&report).unwrap()).unwrap();
+        }
+        let args = CompareArgs { dir: dir.clone(), candidate: "tolk".into(), baseline: "mosquitto".into() };
+        let table = run(&args).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            table.contains(
+                "| mint-mqtt | 10 × 10 | 99.950 / 100.000 | 0.50 / 0.50 | – / – | 40.0 | 80.0 | 0.50 | – | – | – | – / – | – | – | 95% (generator-bound) / 95% (generator-bound) | 1 / 0 |"
+            ),
+            "{table}"
+        );
+        assert_eq!(table.matches("| mint-mqtt |").count(), 1, "only in the mint table: {table}");
     }
 
     #[test]

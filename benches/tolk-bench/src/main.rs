@@ -59,6 +59,10 @@ async fn main() -> Result<()> {
             let report = scenario::sustain::run(&args).await?;
             return print_report(&report, args.json);
         }
+        Command::Mint(args) => {
+            let report = scenario::mint::run(&args).await?;
+            return print_report(&report, args.json);
+        }
         Command::RetainedStall(args) => {
             let report = scenario::stall::run(&args).await?;
             return output(&report, report.to_text(), report.row(), args.report.json, args.report.table);

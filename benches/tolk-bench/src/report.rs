@@ -82,6 +82,9 @@ pub struct Report {
     /// Sustain's search: every step, and which rate was sustainable.
     #[serde(default)]
     pub sustain: Option<SustainSummary>,
+    /// MinT load's figures.
+    #[serde(default)]
+    pub mint: Option<MintSummary>,
     /// Errors met (connections refused or closed, publishes failed).
     pub errors: Vec<String>,
 }
@@ -114,6 +117,11 @@ impl Report {
     /// Broker CPU microseconds per delivered message, the figure compared between brokers.
     pub fn cpu_us_per_delivered(&self) -> Option<f64> {
         self.broker.as_ref().and_then(|b| b.cpu_us_per_delivered)
+    }
+
+    /// `received / expected` in percent, the figure the MinT goal (≥ 99.9%) is about.
+    pub fn delivered_percent(&self) -> Option<f64> {
+        (self.expected > 0).then(|| self.received as f64 * 100.0 / self.expected as f64)
     }
 
     /// Renders the report for a terminal.
@@ -211,6 +219,9 @@ impl Report {
         let _ = writeln!(out, "  bench     CPU {:.3} s", self.bench_cpu_secs);
         if let Some(s) = &self.sustain {
             s.write_text(&mut out);
+        }
+        if let Some(m) = &self.mint {
+            m.write_text(self, &mut out);
         }
         for e in &self.errors {
             let _ = writeln!(out, "  error     {e}");
@@ -331,6 +342,79 @@ pub struct SlowSummary {
     pub rss_max_kib: u64,
     /// Broker RSS when the load ended, in KiB.
     pub rss_end_kib: u64,
+}
+
+/// Figures of `mint`: the fleet, its connect phase, the broker's memory at the two moments the
+/// MinT goal names, and whose CPU was the limit.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MintSummary {
+    /// Clients asked for.
+    pub clients: usize,
+    /// Clients that connected (and, over MQTT-SN, registered their topic).
+    pub connected: usize,
+    /// Clients that failed to connect; they publish nothing and nothing is expected of them.
+    pub connect_failed: usize,
+    /// From the first connection attempt to the last answer, in seconds.
+    pub connect_secs: f64,
+    /// Messages per second per client.
+    pub rate_per_client: f64,
+    /// How long the clients published, as asked, in seconds.
+    pub duration_secs: f64,
+    /// The subscribers' wildcard filter.
+    pub filter: String,
+    /// Tasks that drove the publishing clients.
+    pub publish_tasks: usize,
+    /// Broker RSS once every client connected and the broker went quiet, in KiB.
+    pub rss_after_connect_kib: Option<u64>,
+    /// Broker RSS after the drain, before the clients disconnect, in KiB.
+    pub rss_end_kib: Option<u64>,
+    /// Broker peak RSS (VmHWM) at the end, in KiB.
+    pub hwm_kib: Option<u64>,
+    /// Broker CPU from after connecting to the end, as a share of one core (1.0 = one core).
+    pub broker_cpu_share: Option<f64>,
+    /// CPUs the bench may run on.
+    pub generator_cores: usize,
+    /// The bench's CPU while publishing, as a share of those cores (1.0 = all).
+    pub generator_cpu_share: f64,
+    /// Why the bench, rather than the broker, may have set the limit (its CPU at 90% or more).
+    pub generator_bound: Option<String>,
+}
+
+impl MintSummary {
+    fn write_text(&self, report: &Report, out: &mut String) {
+        let mib = |kib: Option<u64>| kib.map_or("–".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+        let _ = writeln!(
+            out,
+            "  mint      {}/{} clients connected in {:.3} s ({} failed); {} msg/s each for {} s, {} publish task(s), subscribers on {}",
+            self.connected,
+            self.clients,
+            self.connect_secs,
+            self.connect_failed,
+            self.rate_per_client,
+            self.duration_secs,
+            self.publish_tasks,
+            self.filter
+        );
+        let delivered = report.delivered_percent().map_or("–".into(), |p| format!("{p:.3}%"));
+        let _ = writeln!(out, "            delivered {delivered} of expected, {} lost", report.lost);
+        let _ = writeln!(
+            out,
+            "            broker RSS after connect {}, at the end {}, peak (VmHWM) {}",
+            mib(self.rss_after_connect_kib),
+            mib(self.rss_end_kib),
+            mib(self.hwm_kib)
+        );
+        if let Some(share) = self.broker_cpu_share {
+            let _ = writeln!(out, "            broker CPU {:.0}% of one core", share * 100.0);
+        }
+        let bound = self.generator_bound.as_deref().map(|why| format!(": generator-bound, {why}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "            bench CPU while publishing {:.0}% of {} core(s){bound}",
+            self.generator_cpu_share * 100.0,
+            self.generator_cores
+        );
+    }
 }
 
 /// What `sustain` found: every step of its search and the verdict. The report around it holds

@@ -246,6 +246,13 @@ pub trait Publisher: Send + 'static {
     /// is what makes a closed-loop publisher wait for the network).
     fn publish(&mut self, topic: &str, payload: Bytes) -> impl Future<Output = Result<()>> + Send;
 
+    /// Does what the first publish to `topic` would do besides publishing (MQTT-SN's REGISTER
+    /// round trip), so that a scenario timing its publishes can do it while connecting. Most
+    /// protocols need nothing.
+    fn prepare(&mut self, _topic: &str) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
+
     /// Disconnects; returns the reason if the broker had closed the connection first.
     fn close(self) -> impl Future<Output = Option<String>> + Send;
 }
@@ -327,6 +334,16 @@ impl Publisher for AnyPublisher {
             AnyPublisher::Amqp(p) => p.publish(topic, payload).await,
             AnyPublisher::MqttSn(p) => p.publish(topic, payload).await,
             AnyPublisher::Wsn(p) => p.publish(topic, payload).await,
+        }
+    }
+
+    async fn prepare(&mut self, topic: &str) -> Result<()> {
+        match self {
+            AnyPublisher::Mqtt(p) => p.prepare(topic).await,
+            AnyPublisher::Stomp(p) => p.prepare(topic).await,
+            AnyPublisher::Amqp(p) => p.prepare(topic).await,
+            AnyPublisher::MqttSn(p) => p.prepare(topic).await,
+            AnyPublisher::Wsn(p) => p.prepare(topic).await,
         }
     }
 

@@ -367,6 +367,10 @@ impl Publisher for MqttSnPublisher {
         Ok(())
     }
 
+    async fn prepare(&mut self, topic: &str) -> Result<()> {
+        self.topic_id(topic).await.map(drop)
+    }
+
     async fn close(self) -> Option<String> {
         self.connection.close().await
     }

@@ -6,6 +6,7 @@ mod burst;
 pub mod durable;
 mod flow;
 mod idle;
+pub mod mint;
 pub mod stall;
 pub mod sustain;
 
