@@ -109,15 +109,18 @@ pub fn run(args: &CompareArgs) -> Result<String> {
     let (c, b) = (&args.candidate, &args.baseline);
     let mut out = String::new();
     let _ = writeln!(out, "Ratios are {c}/{b}: above 1 is better for throughput, below 1 is better for the rest.\n");
-    let _ = writeln!(
-        out,
-        "| case | msg/s {c} | msg/s {b} | × | p99 µs {c} | p99 µs {b} | × | CPU µs/msg {c} | CPU µs/msg {b} | × | peak RSS MiB {c} | peak RSS MiB {b} | × | lost {c} / {b} |"
-    );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // Sustain and mint reports have tables of their own, where a figure the generator bounded
     // says so.
     let closed = |r: &Report| r.idle.is_none() && r.sustain.is_none() && r.mint.is_none();
-    for ((_, case), (cand, base)) in cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(closed)) {
+    let main: Vec<_> = cases.iter().filter(|(_, (x, y))| x.or(*y).is_some_and(closed)).collect();
+    if !main.is_empty() {
+        let _ = writeln!(
+            out,
+            "| case | msg/s {c} | msg/s {b} | × | p99 µs {c} | p99 µs {b} | × | CPU µs/msg {c} | CPU µs/msg {b} | × | peak RSS MiB {c} | peak RSS MiB {b} | × | lost {c} / {b} |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    }
+    for ((_, case), (cand, base)) in main {
         let thr = |r: &Option<&Report>| r.map(|r| r.delivered_rate);
         let p99 = |r: &Option<&Report>| r.and_then(|r| r.latency_us.map(|l| l.p99 as f64));
         let cpu = |r: &Option<&Report>| {
