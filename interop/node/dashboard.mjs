@@ -6,7 +6,8 @@
 //
 // usage: node dashboard.mjs <url> <timeout-ms> [screenshot.png] <pair>...
 //   e.g. node dashboard.mjs http://127.0.0.1:8080/dashboard 20000 '' mqtt-stomp amqp-mqtt
-// (CHROMIUM: the browser, /usr/bin/chromium; a screenshot path of '' takes none)
+// (CHROMIUM: the browser, /usr/bin/chromium; a screenshot path of '' takes none; LINGER_MS:
+// for screenshots, how long to keep watching once the cells show, so the chart has a history)
 
 import puppeteer from 'puppeteer-core';
 
@@ -39,6 +40,7 @@ try {
     console.error(`waiting for ${pairs.join(', ')}: ${e.message}`);
   }
   if (screenshot) {
+    await new Promise((resolve) => setTimeout(resolve, Number(process.env.LINGER_MS ?? 0)));
     await page.screenshot({ path: screenshot, fullPage: true });
   }
   const cells = await page.evaluate(() =>
