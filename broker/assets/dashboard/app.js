@@ -105,7 +105,9 @@ function renderChart(now) {
   const svg = $('chart');
   $('pair-name').textContent = selected ? selected.replace('>', ' → ') : 'none';
   const points = (selected && history.get(selected)) || [];
-  const W = 640, H = 180, L = 52, R = 44, T = 8, B = 20;
+  // Drawn at the chart's own width in CSS pixels, so that its text stays legible on a phone.
+  const W = Math.max(300, Math.round(svg.clientWidth || 640)), H = 180, L = 52, R = 44, T = 8, B = 20;
+  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
   const x = (t) => L + ((t - (now - HISTORY_MS)) / HISTORY_MS) * (W - L - R);
   const latMax = niceMax(Math.max(0, ...points.map((p) => Math.max(p.p99, p.mean ?? 0))));
   const rateMax = niceMax(Math.max(0, ...points.map((p) => p.rate)));
