@@ -165,8 +165,8 @@ impl Dashboard {
 /// Counters kept between samples to turn them into rates.
 struct Counts {
     at: Instant,
-    /// (count, sum of latencies in ns) per pair.
-    cells: HashMap<(Protocol, Protocol), (u64, u64)>,
+    /// Each pair's histogram, for the next interval's percentiles and mean.
+    cells: HashMap<(Protocol, Protocol), tolk_metrics::HistogramSnapshot>,
     dropped: HashMap<(Protocol, DropReason), u64>,
 }
 
@@ -204,12 +204,14 @@ struct Cell {
     count: u64,
     /// Messages per second over the last interval (`null` on the first sample).
     rate: Option<f64>,
-    /// Median and 99th percentile since the broker started, µs.
-    p50: f64,
-    p99: f64,
-    /// Mean latency of the messages of the last interval, µs (`null` when there were none):
-    /// the live figure, where the percentiles move slowly on a long-running broker.
+    /// Median, 99th percentile and mean of the last interval's messages, µs (`null` when
+    /// there were none, and on the first sample): the live figures.
+    p50: Option<f64>,
+    p99: Option<f64>,
     mean: Option<f64>,
+    /// Median and 99th percentile since the broker started, µs: what an idle pair last did.
+    p50_total: f64,
+    p99_total: f64,
 }
 
 #[derive(Serialize)]
@@ -246,23 +248,23 @@ fn build_snapshot(metrics: &Metrics, previous: Option<&Counts>, now: Instant) ->
     for &from in Protocol::ALL {
         for &to in Protocol::ALL {
             let Some((hop, s)) = cell_histogram(metrics, from, to) else { continue };
-            let micros = |q| s.quantile_nanos(q).unwrap_or(0) as f64 / 1000.0;
-            let before = previous.map(|p| p.cells.get(&(from, to)).copied().unwrap_or((0, 0)));
-            let mean = before.and_then(|(count, sum)| {
-                let n = s.count.saturating_sub(count);
-                (n > 0).then(|| s.sum_nanos.wrapping_sub(sum) as f64 / n as f64 / 1000.0)
-            });
+            let micros = |h: &tolk_metrics::HistogramSnapshot, q| h.quantile_nanos(q).map(|n| n as f64 / 1000.0);
+            // A pair new since the previous sample had nothing before it.
+            let last = previous.map(|p| p.cells.get(&(from, to)).map_or_else(|| s.clone(), |before| s.since(before)));
+            let last = last.filter(|l| l.count > 0);
             cells.push(Cell {
                 from,
                 to,
                 hop,
                 count: s.count,
-                rate: rate(s.count, before.map(|b| b.0)),
-                p50: micros(0.5),
-                p99: micros(0.99),
-                mean,
+                rate: interval.map(|secs| last.as_ref().map_or(0, |l| l.count) as f64 / secs),
+                p50: last.as_ref().and_then(|l| micros(l, 0.5)),
+                p99: last.as_ref().and_then(|l| micros(l, 0.99)),
+                mean: last.as_ref().map(|l| l.sum_nanos as f64 / l.count as f64 / 1000.0),
+                p50_total: micros(&s, 0.5).unwrap_or(0.0),
+                p99_total: micros(&s, 0.99).unwrap_or(0.0),
             });
-            counts.cells.insert((from, to), (s.count, s.sum_nanos));
+            counts.cells.insert((from, to), s);
         }
     }
     let protocols: Vec<Protocol> = Protocol::ALL
@@ -313,22 +315,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_pairs_with_traffic_have_cells_and_rates_are_per_interval() {
+    fn only_pairs_with_traffic_have_cells_and_rates_and_percentiles_are_per_interval() {
         let metrics = Metrics::new();
-        metrics.record(Hop::EndToEnd, Protocol::Mqtt, Protocol::Stomp, Duration::from_micros(100));
+        metrics.record(Hop::EndToEnd, Protocol::Mqtt, Protocol::Stomp, Duration::from_millis(10));
         // A queue-hop sample alone does not make a cell: the matrix shows end-to-end latency.
         metrics.record(Hop::Queue, Protocol::Stomp, Protocol::Amqp, Duration::from_micros(5));
         let start = Instant::now();
         let (first, counts) = build_snapshot(&metrics, None, start);
         assert_eq!(first.cells.len(), 1);
-        assert_eq!(first.cells[0].rate, None, "no rate without a previous sample");
+        assert_eq!(
+            (first.cells[0].rate, first.cells[0].p99),
+            (None, None),
+            "nothing per interval without a previous sample"
+        );
         for _ in 0..4 {
             metrics.record(Hop::EndToEnd, Protocol::Mqtt, Protocol::Stomp, Duration::from_micros(100));
         }
         let (second, _) = build_snapshot(&metrics, Some(&counts), start + Duration::from_secs(2));
         let cell = &second.cells[0];
         assert_eq!((cell.from, cell.to, cell.count, cell.rate), (Protocol::Mqtt, Protocol::Stomp, 5, Some(2.0)));
-        assert!((cell.p99 - 100.0).abs() <= 100.0 * 0.0625, "{}", cell.p99);
+        let p99 = cell.p99.expect("samples in the interval");
+        assert!((p99 - 100.0).abs() <= 100.0 * 0.0625, "{p99}: the interval's, without the 10 ms one before it");
+        assert!(cell.p99_total > 9_000.0, "{}: since the start", cell.p99_total);
         assert_eq!(cell.mean, Some(100.0));
         let json = serde_json::to_value(&second).unwrap();
         assert_eq!(json["cells"][0]["in"], "mqtt");

@@ -1,10 +1,6 @@
 //! The HTTP server: Prometheus metrics, health, latency percentiles and the live dashboard.
 //! Protocol front ends that live on HTTP (WS-Notification) add their routes to the same server.
 
-// Declared here rather than in main.rs: the dashboard is a part of the HTTP server.
-#[path = "dashboard.rs"]
-mod dashboard;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +32,7 @@ pub fn routes(metrics: Arc<Metrics>, users: Option<Arc<dyn Authenticator>>) -> R
         .route("/api/bridges", get(bridges))
         .route("/api/cluster", get(cluster))
         .with_state(metrics.clone())
-        .merge(dashboard::routes(metrics.clone()));
+        .merge(crate::dashboard::routes(metrics.clone()));
     let protected = match users {
         Some(users) => {
             protected.layer(axum::middleware::from_fn(move |request, next| basic_auth(users.clone(), request, next)))
@@ -131,7 +127,7 @@ pub async fn serve(
     let request_timeout = config.request_timeout;
     let app = app
         .layer(axum::middleware::from_fn(move |request, next| within(request_timeout, request, next)))
-        .layer(Extension(dashboard::Shutdown(shutdown.clone())));
+        .layer(Extension(crate::dashboard::Shutdown(shutdown.clone())));
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1.timer(TokioTimer::new()).header_read_timeout(config.header_timeout);
     let server = Arc::new(Server { app, http1, shutdown, tracker: tracker.clone() });

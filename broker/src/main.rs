@@ -3,6 +3,7 @@
 
 mod cli;
 mod config;
+mod dashboard;
 mod http;
 
 use std::process::ExitCode;

@@ -67,14 +67,17 @@ function renderMatrix(snap) {
     }
     td.classList.remove('empty');
     td.classList.toggle('idle', !c.rate);
+    // The last second's percentiles; an idle pair shows (greyed) those since the start.
+    const p50 = c.p50 ?? c.p50_total;
+    const p99 = c.p99 ?? c.p99_total;
     td.dataset.rate = c.rate == null ? '' : c.rate.toFixed(2);
-    td.dataset.p50 = c.p50;
-    td.dataset.p99 = c.p99;
+    td.dataset.p50 = p50;
+    td.dataset.p99 = p99;
     td.dataset.count = c.count;
-    td.style.background = heat(c.p99);
-    td.title = `${c.in} → ${c.out} (${c.hop}): ${c.count} messages; p50 ${fmtLatency(c.p50)}, p99 ${fmtLatency(c.p99)}` +
-      (c.mean == null ? '' : `, mean last second ${fmtLatency(c.mean)}`);
-    td.innerHTML = `<b>${fmtLatency(c.p99)}</b><span>${fmtLatency(c.p50)}</span><span>${fmtRate(c.rate)}</span>`;
+    td.style.background = heat(p99);
+    td.title = `${c.in} → ${c.out} (${c.hop}): ${c.count} messages; since the start p50 ${fmtLatency(c.p50_total)}, p99 ${fmtLatency(c.p99_total)}` +
+      (c.p99 == null ? '' : `; last second p50 ${fmtLatency(c.p50)}, p99 ${fmtLatency(c.p99)}, mean ${fmtLatency(c.mean)}`);
+    td.innerHTML = `<b>${fmtLatency(p99)}</b><span>${fmtLatency(p50)}</span><span>${fmtRate(c.rate)}</span>`;
   }
 }
 
@@ -84,7 +87,7 @@ function remember(snap) {
     const key = `${c.in}>${c.out}`;
     let points = history.get(key);
     if (!points) history.set(key, (points = []));
-    points.push({ t, p99: c.p99, mean: c.mean, rate: c.rate ?? 0 });
+    points.push({ t, p99: c.p99, mean: c.mean, rate: c.rate ?? 0 }); // null latencies: a gap
     while (points.length && points[0].t < t - HISTORY_MS) points.shift();
   }
   if (!selected && snap.cells.length) {
@@ -109,7 +112,7 @@ function renderChart(now) {
   const W = Math.max(300, Math.round(svg.clientWidth || 640)), H = 180, L = 52, R = 44, T = 8, B = 20;
   svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
   const x = (t) => L + ((t - (now - HISTORY_MS)) / HISTORY_MS) * (W - L - R);
-  const latMax = niceMax(Math.max(0, ...points.map((p) => Math.max(p.p99, p.mean ?? 0))));
+  const latMax = niceMax(Math.max(0, ...points.map((p) => Math.max(p.p99 ?? 0, p.mean ?? 0))));
   const rateMax = niceMax(Math.max(0, ...points.map((p) => p.rate)));
   const yl = (v) => T + (1 - v / latMax) * (H - T - B);
   const yr = (v) => T + (1 - v / rateMax) * (H - T - B);

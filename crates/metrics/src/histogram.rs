@@ -131,6 +131,26 @@ impl HistogramSnapshot {
         Some(self.max_nanos)
     }
 
+    /// The samples recorded after `earlier` (a snapshot of the same histogram): what a live
+    /// view shows per interval, where the totals of a long-running broker hardly move. Its
+    /// maximum is the upper bound of its highest bucket (the exact one is not known per
+    /// interval), capped at the histogram's maximum.
+    pub fn since(&self, earlier: &HistogramSnapshot) -> HistogramSnapshot {
+        let counts: Vec<u64> =
+            self.counts.iter().zip(&earlier.counts).map(|(now, then)| now.saturating_sub(*then)).collect();
+        let max_nanos = counts
+            .iter()
+            .rposition(|&c| c > 0)
+            .map_or(0, |i| if i + 1 < BUCKETS { bucket_lower_bound(i + 1) } else { self.max_nanos })
+            .min(self.max_nanos);
+        HistogramSnapshot {
+            count: counts.iter().sum(),
+            counts,
+            sum_nanos: self.sum_nanos.wrapping_sub(earlier.sum_nanos),
+            max_nanos,
+        }
+    }
+
     /// Number of samples strictly below `2^exponent` nanoseconds.
     pub(crate) fn count_below_power(&self, exponent: u32) -> u64 {
         self.counts[..first_bucket_of_power(exponent)].iter().sum()
@@ -140,6 +160,24 @@ impl HistogramSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_interval_holds_only_the_samples_recorded_after_the_earlier_snapshot() {
+        let h = LatencyHistogram::new();
+        for _ in 0..100 {
+            h.record_nanos(1_000_000);
+        }
+        let earlier = h.snapshot();
+        for _ in 0..10 {
+            h.record_nanos(2_000);
+        }
+        let interval = h.snapshot().since(&earlier);
+        assert_eq!((interval.count, interval.sum_nanos), (10, 20_000));
+        let p99 = interval.quantile_nanos(0.99).unwrap();
+        assert!((1_900..=2_100).contains(&p99), "{p99}: the millisecond samples are not in it");
+        assert!(h.snapshot().quantile_nanos(0.5).unwrap() > 900_000, "the totals still are");
+        assert_eq!(h.snapshot().since(&h.snapshot()).quantile_nanos(0.5), None, "nothing new");
+    }
 
     #[test]
     fn every_value_lands_in_a_bucket_whose_bounds_contain_it() {
