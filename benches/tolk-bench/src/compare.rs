@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result, bail};
 
 use crate::cli::CompareArgs;
-use crate::report::{MintSummary, Report, SustainSummary};
+use crate::report::{LatencySummary, MintSummary, Report, SustainSummary};
 
 /// Order of scenarios in the tables: the OKSE burst first, then throughput, then resources.
 const SCENARIO_ORDER: [&str; 8] = ["burst", "fan-in", "fan-out", "p2p", "sustain", "mint", "slow-subscriber", "idle"];
@@ -72,6 +72,11 @@ fn bounded_ratio(candidate: Option<(f64, bool)>, baseline: Option<(f64, bool)>) 
         (_, Some(true)) => format!("≤ {plain}"),
         _ => plain,
     }
+}
+
+/// `p50 / p99 / p99.9` in µs, or `–` when there is no latency.
+fn percentiles(latency: Option<LatencySummary>) -> String {
+    latency.map_or("–".into(), |l| format!("{} / {} / {}", l.p50, l.p99, l.p999))
 }
 
 /// Messages lost by each side, `candidate / baseline`.
@@ -166,10 +171,7 @@ pub fn run(args: &CompareArgs) -> Result<String> {
                 (None, _) => "–".into(),
             };
             let three = |r: &Option<&Report>| {
-                summary(r)
-                    .and_then(|s| s.sustainable())
-                    .and_then(|step| step.latency_us)
-                    .map_or("–".into(), |l| format!("{} / {} / {}", l.p50, l.p99, l.p999))
+                percentiles(summary(r).and_then(|s| s.sustainable()).and_then(|step| step.latency_us))
             };
             let cpu = |r: &Option<&Report>| {
                 r.filter(|r| r.sustain.as_ref().is_some_and(|s| s.sustainable_step.is_some()))
@@ -211,8 +213,7 @@ pub fn run(args: &CompareArgs) -> Result<String> {
             let lat = |r: &Option<&Report>| r.and_then(|r| r.latency_us);
             let due =
                 |r: &Option<&Report>| r.and_then(|r| r.latency_from_due_us).map_or("–".into(), |l| l.p99.to_string());
-            let three =
-                |r: &Option<&Report>| lat(r).map_or("–".into(), |l| format!("{} / {} / {}", l.p50, l.p99, l.p999));
+            let three = |r: &Option<&Report>| percentiles(lat(r));
             let rate = cand.or(*base).and_then(|r| r.target_rate).unwrap_or(0.0);
             let _ = writeln!(
                 out,
@@ -246,9 +247,7 @@ pub fn run(args: &CompareArgs) -> Result<String> {
                 r.filter(|r| r.broker.as_ref().is_some_and(|b| b.cpu_secs >= MIN_CPU_SECS))
                     .and_then(|r| r.cpu_us_per_delivered())
             };
-            let three = |r: &Option<&Report>| {
-                r.and_then(|r| r.latency_us).map_or("–".into(), |l| format!("{} / {} / {}", l.p50, l.p99, l.p999))
-            };
+            let three = |r: &Option<&Report>| percentiles(r.and_then(|r| r.latency_us));
             let fleet =
                 m(cand).or(m(base)).map_or("–".into(), |m| format!("{} × {}", m.connected, m.rate_per_client));
             let _ = writeln!(
