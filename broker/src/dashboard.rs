@@ -69,9 +69,11 @@ async fn events(State(dashboard): State<Arc<Dashboard>>, shutdown: Option<Extens
     let stop = shutdown.map(|Extension(s)| s.0).unwrap_or_default();
     // The body reads from one end of an in-memory pipe that this task writes into: a write
     // fails once the viewer has gone (the body and its reader dropped), which ends the task
-    // and drops its receiver, so the sampler sees one viewer fewer. 64 KiB holds a few
-    // snapshots for a viewer reading slowly.
-    let (mut writer, reader) = tokio::io::duplex(64 * 1024);
+    // and drops its receiver, so the sampler sees one viewer fewer. 16 KiB holds a few
+    // snapshots (about 1 KiB each) for a viewer reading slowly; a viewer that does not read
+    // holds no more, and misses the snapshots in between (the watch keeps only the latest).
+    // With `[http] max_connections` (1,024) all open as event streams, that is 16 MiB at most.
+    let (mut writer, reader) = tokio::io::duplex(16 * 1024);
     tokio::spawn(async move {
         if writer.write_all(b"retry: 2000\n\n").await.is_err() {
             return;
