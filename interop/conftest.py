@@ -24,10 +24,20 @@ ROOT = Path(__file__).resolve().parent.parent
 BINARY = Path(os.environ.get("TOLK_BIN", ROOT / "target" / "debug" / "tolk"))
 
 
+# Ports already handed out in this test run.
+_given_ports = set()
+
+
 def free_port(kind=socket.SOCK_STREAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, never one handed out before in this run: the kernel may give a
+    just-released port again, and two listeners of one broker would then collide."""
+    while True:
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _given_ports:
+            _given_ports.add(port)
+            return port
 
 
 class StompInbox(stomp.ConnectionListener):
