@@ -5,12 +5,14 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
-use tolk_core::RouterConfig;
 use tolk_core::frontend::{FrontEnd, Socket};
+use tolk_core::transcode::{ContentTypeRule, TranscodeRule, Transcoder};
+use tolk_core::{Metrics, RouterConfig};
 
 /// The documented default configuration, as shipped.
 pub const DEFAULT_CONFIG: &str = include_str!("../default-config.toml");
@@ -52,6 +54,12 @@ pub struct Config {
     pub bridge: Vec<tolk_bridge::BridgeConfig>,
     /// Many nodes, one topic space, over NATS JetStream; absent: this node is on its own.
     pub cluster: Option<tolk_cluster::ClusterConfig>,
+    /// Payload re-encoding for subscribers, one `[[transcode]]` table per rule; the first rule
+    /// that matches a subscriber wins (docs/encodings.md).
+    pub transcode: Vec<TranscodeRule>,
+    /// What payloads on some topics are, for publishers whose protocol cannot say (MQTT 3.1.1,
+    /// MQTT-SN), one `[[content_type]]` table each.
+    pub content_type: Vec<ContentTypeRule>,
 }
 
 impl Default for Config {
@@ -73,6 +81,8 @@ impl Default for Config {
             storage: tolk_store::StorageConfig::default(),
             bridge: Vec::new(),
             cluster: None,
+            transcode: Vec::new(),
+            content_type: Vec::new(),
         }
     }
 }
@@ -237,6 +247,8 @@ impl Config {
         {
             bail!("node_name: not empty, and no ',' or ' ' (it goes on the paths of bridged messages)");
         }
+        // The .proto files are compiled now, so that --check-config finds a bad one.
+        drop(self.transcoder(Arc::new(Metrics::new()))?);
         self.bridges().validate()?;
         if let Some(cluster) = &self.cluster {
             if let (Some(top), Some(theirs)) = (&self.node_name, &cluster.node_name)
@@ -261,6 +273,19 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The `[[transcode]]` rules compiled, followed by the built-in one for WS-N
+    /// (`[wsn] json_as_xml`); `None` when there is nothing to re-encode.
+    pub fn transcoder(&self, metrics: Arc<Metrics>) -> anyhow::Result<Option<Transcoder>> {
+        let mut rules = self.transcode.clone();
+        if self.wsn.enabled && self.wsn.json_as_xml {
+            rules.push(tolk_core::transcode::wsn_json_as_xml());
+        }
+        if rules.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Transcoder::new(&rules, &self.content_type, metrics)?))
     }
 
     /// The enabled protocol front ends, built from their sections.
@@ -375,6 +400,35 @@ ack_timeout = "5s"
             (format!("node_name = \"gw1\"\n{text}"), "differs from node_name"),
             (text.replace("gw-2", "gw.2"), "node_name"),
             (text.replace("nats://a:4222", "http://a"), "nats_urls"),
+        ] {
+            let err = format!("{:#}", Config::parse(&bad).unwrap_err());
+            assert!(err.contains(says), "{err}");
+        }
+    }
+
+    #[test]
+    fn transcode_rules_are_checked_when_the_configuration_is() {
+        let text = r#"
+[[transcode]]
+topics = "sensors/#"
+to = "application/cbor"
+protocols = ["mqttsn"]
+
+[[content_type]]
+topics = "sensors/#"
+type = "application/json"
+"#;
+        let config = Config::parse(text).unwrap();
+        assert_eq!(config.transcode[0].protocols, ["mqttsn"]);
+        assert!(config.transcoder(Arc::new(Metrics::new())).unwrap().is_some());
+        for (bad, says) in [
+            (text.replace("application/cbor", "text/csv"), "transcode[0]: content type \"text/csv\""),
+            (text.replace("\"mqttsn\"", "\"coap\""), "protocol \"coap\""),
+            (text.replace("type = \"application/json\"", "type = \"x\""), "content_type[0]"),
+            (
+                text.replace("protocols = [\"mqttsn\"]", "proto = { file = \"/nonexistent.proto\", message = \"a.B\" }"),
+                "transcode[0]: proto: /nonexistent.proto",
+            ),
         ] {
             let err = format!("{:#}", Config::parse(&bad).unwrap_err());
             assert!(err.contains(says), "{err}");

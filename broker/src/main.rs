@@ -154,6 +154,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let router = Router::new(config.core.clone(), metrics.clone());
     router.set_node_name(&config.node_name());
+    if let Some(transcoder) = config.transcoder(metrics.clone())? {
+        router.set_transcoder(transcoder);
+    }
     let store = open_store(&config, &router)?;
     let mut ctx = FrontEndContext::new(router, config.data_dir.clone());
     let tls = config.tls.clone().map(tolk_tls::Tls::load).transpose()?;

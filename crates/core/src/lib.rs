@@ -24,6 +24,7 @@ mod retained;
 mod router;
 pub mod store;
 pub mod topic;
+pub mod transcode;
 mod trie;
 
 pub use ack_line::AckLine;
@@ -38,6 +39,7 @@ pub use router::{
     SubscriptionOptions, Target,
 };
 pub use tolk_metrics::{
-    BridgeCounters, CloseReason, ClusterCounters, Denial, DropReason, Hop, MemoryKind, Metrics, Protocol, SpoolGauge,
+    BridgeCounters, CloseReason, ClusterCounters, Denial, DropReason, Encoding, Hop, MemoryKind, Metrics, Protocol,
+    SpoolGauge,
 };
 pub use trie::Trie;

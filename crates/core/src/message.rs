@@ -10,6 +10,8 @@ use std::time::{Instant, SystemTime};
 use bytes::Bytes;
 use tolk_metrics::Protocol;
 
+use crate::transcode::Variants;
+
 /// Identifies one session (or one named queue) inside the router. Unique for the process lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId(pub u64);
@@ -98,6 +100,8 @@ pub struct Message {
     pub origin: Origin,
     /// When the publisher's frame was complete; the start of every latency measurement.
     pub received_at: Instant,
+    /// What its payload was re-encoded to for subscribers (`[[transcode]]`).
+    pub(crate) variants: Variants,
 }
 
 impl Message {
@@ -111,6 +115,7 @@ impl Message {
             retain: false,
             origin,
             received_at: Instant::now(),
+            variants: Variants::default(),
         }
     }
 

@@ -21,6 +21,7 @@ use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::Delivery;
 use crate::message::{QoS, SessionId};
 use crate::store::SessionKeeper;
+use crate::transcode::Transcoder;
 
 /// What happened to a push.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +150,12 @@ impl Shared {
 pub struct Outbox(Arc<Shared>);
 
 /// The receiving side, owned by the session. Dropping it closes the outbox.
-pub struct OutboxReceiver(Arc<Shared>);
+pub struct OutboxReceiver {
+    shared: Arc<Shared>,
+    /// Re-encodes payloads for this subscriber as they are taken, when a `[[transcode]]`
+    /// rule serves its protocol.
+    transcoder: Option<Arc<Transcoder>>,
+}
 
 /// Creates an outbox within `limits` whose bytes are charged to `budget` (queue deliveries,
 /// which are bounded by consumer credit instead, do not count against the limits but are
@@ -181,7 +187,7 @@ pub fn outbox(
         protocol,
         keeper: OnceLock::new(),
     });
-    (Outbox(shared.clone()), OutboxReceiver(shared))
+    (Outbox(shared.clone()), OutboxReceiver { shared, transcoder: None })
 }
 
 impl Outbox {
@@ -335,42 +341,59 @@ impl Outbox {
 impl OutboxReceiver {
     /// A sending handle for subscriptions.
     pub fn outbox(&self) -> Outbox {
-        Outbox(self.0.clone())
+        Outbox(self.shared.clone())
     }
 
     /// The owning session.
     pub fn session(&self) -> SessionId {
-        self.0.session
+        self.shared.session
+    }
+
+    /// Re-encodes payloads through `transcoder` as they are taken (the router sets it on the
+    /// outboxes of protocols a rule serves).
+    pub(crate) fn transcode_with(&mut self, transcoder: Arc<Transcoder>) {
+        self.transcoder = Some(transcoder);
+    }
+
+    /// The rules it re-encodes by, if any serve its protocol.
+    pub(crate) fn transcoder(&self) -> Option<&Arc<Transcoder>> {
+        self.transcoder.as_ref()
     }
 
     /// Writes this session's at-least-once deliveries through `keeper` from now on (a
     /// persistent session, with the store on). At most once per outbox.
     pub(crate) fn keep_with(&self, keeper: Arc<SessionKeeper>) {
-        let _ = self.0.keeper.set(keeper);
+        let _ = self.shared.keeper.set(keeper);
     }
 
     /// The session's keeper, if it is kept in the store.
     pub(crate) fn keeper(&self) -> Option<&Arc<SessionKeeper>> {
-        self.0.keeper.get()
+        self.shared.keeper.get()
     }
 
     /// Moves up to `max` queued deliveries into `into` without waiting. Returns how many.
     pub fn try_drain(&self, into: &mut Vec<Delivery>, max: usize) -> Result<usize, Overflowed> {
-        let mut state = self.0.lock();
+        let mut state = self.shared.lock();
         if state.overflowed {
             return Err(Overflowed);
         }
-        let was_full = self.0.is_full(&state);
+        let was_full = self.shared.is_full(&state);
         let n = state.queue.len().min(max);
-        self.0.take(&mut state, n, into);
-        let relieved = was_full && !self.0.is_full(&state);
+        let start = into.len();
+        self.shared.take(&mut state, n, into);
+        let relieved = was_full && !self.shared.is_full(&state);
         if relieved {
             state.congested_at_least_once = false;
             state.stalled = false;
         }
         drop(state);
         if relieved {
-            self.0.room.notify_waiters();
+            self.shared.room.notify_waiters();
+        }
+        if let Some(transcoder) = &self.transcoder {
+            for delivery in &mut into[start..] {
+                transcoder.apply_in_place(&mut delivery.message, self.shared.protocol);
+            }
         }
         Ok(n)
     }
@@ -395,7 +418,7 @@ impl OutboxReceiver {
             done => return Poll::Ready(done),
         }
         // Registered before looking again, so that a push in between is not missed.
-        self.0.notify.register(cx.waker());
+        self.shared.notify.register(cx.waker());
         match self.try_drain(into, max) {
             Ok(0) => Poll::Pending,
             done => Poll::Ready(done),
@@ -404,7 +427,7 @@ impl OutboxReceiver {
 
     /// Number of deliveries waiting.
     pub fn len(&self) -> usize {
-        self.0.lock().queue.len()
+        self.shared.lock().queue.len()
     }
 
     /// Whether nothing is waiting.
@@ -415,10 +438,11 @@ impl OutboxReceiver {
     /// Marks a connection as attached (online) or not (offline persistent session); see
     /// [`PushOutcome`] for how this changes the overflow policy. Attaching clears an overflow.
     pub fn set_attached(&self, attached: bool) {
-        let mut state = self.0.lock();
-        let (from, to) = (state.kind(&self.0.limits), if attached { self.0.limits.kind } else { MemoryKind::Offline });
-        self.0.budget.release(from, state.bytes);
-        self.0.budget.charge(to, state.bytes);
+        let mut state = self.shared.lock();
+        let (from, to) =
+            (state.kind(&self.shared.limits), if attached { self.shared.limits.kind } else { MemoryKind::Offline });
+        self.shared.budget.release(from, state.bytes);
+        self.shared.budget.charge(to, state.bytes);
         state.attached = attached;
         if attached {
             state.overflowed = false;
@@ -427,36 +451,36 @@ impl OutboxReceiver {
 
     /// Puts deliveries back at the front, in order (a connection died before writing them).
     pub fn requeue_front(&self, deliveries: impl DoubleEndedIterator<Item = Delivery>) {
-        let mut state = self.0.lock();
-        let kind = state.kind(&self.0.limits);
+        let mut state = self.shared.lock();
+        let kind = state.kind(&self.shared.limits);
         for d in deliveries.rev() {
             let cost = message_cost(&d.message);
-            self.0.budget.charge(kind, cost);
+            self.shared.budget.charge(kind, cost);
             state.bytes += cost;
             state.queue.push_front(d);
         }
         let non_empty = !state.queue.is_empty();
         drop(state);
         if non_empty {
-            self.0.notify.wake();
+            self.shared.notify.wake();
         }
     }
 }
 
 impl Drop for OutboxReceiver {
     fn drop(&mut self) {
-        let mut state = self.0.lock();
+        let mut state = self.shared.lock();
         state.closed = true;
         let mut undelivered = Vec::new();
         let n = state.queue.len();
-        self.0.take(&mut state, n, &mut undelivered);
+        self.shared.take(&mut state, n, &mut undelivered);
         drop(state);
         // Queue deliveries stay unacknowledged in their queue until the session removes its
         // consumers, which puts them back for other consumers; the rest are lost with the
         // session, and counted.
         let lost = undelivered.iter().filter(|d| d.ack.is_none()).count() as u64;
         if lost > 0 {
-            self.0.budget.metrics().protocol(self.0.protocol).dropped(DropReason::SessionEnded, lost);
+            self.shared.budget.metrics().protocol(self.shared.protocol).dropped(DropReason::SessionEnded, lost);
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::queue::{Queue, QueueOptions, QueuePush};
 use crate::retained::{RetainOutcome, RetainedLimits, RetainedStore};
 use crate::store::{Change, Durable, SessionKeeper, Space, Store, StoreError, record};
 use crate::topic::{self, TopicError, TopicLimits};
+use crate::transcode::Transcoder;
 use crate::trie::Trie;
 
 /// Sizes of the router's bounded structures. Part of the broker's `[core]` configuration.
@@ -238,6 +239,8 @@ struct Inner {
     config: RouterConfig,
     /// This broker's name on bridged messages' paths ([`crate::path`]), once set.
     node_name: OnceLock<Arc<str>>,
+    /// The `[[transcode]]` rules, once set.
+    transcoder: OnceLock<Arc<Transcoder>>,
 }
 
 /// Handle to the router; cheap to clone, shared by every front end.
@@ -262,6 +265,7 @@ impl Router {
             budget,
             config,
             node_name: OnceLock::new(),
+            transcoder: OnceLock::new(),
         }))
     }
 
@@ -294,7 +298,28 @@ impl Router {
         kind: MemoryKind,
     ) -> (Outbox, OutboxReceiver) {
         let limits = OutboxLimits { capacity, max_bytes, kind, ..self.session_limits() };
-        outbox(id, protocol, limits, self.0.budget.clone())
+        let (outbox, receiver) = outbox(id, protocol, limits, self.0.budget.clone());
+        (outbox, self.transcoding(receiver, protocol))
+    }
+
+    /// Puts the `[[transcode]]` rules in force for every session and outbox opened from now
+    /// on. Call it once, at start, before any client is served.
+    pub fn set_transcoder(&self, transcoder: Transcoder) {
+        let _ = self.0.transcoder.set(Arc::new(transcoder));
+    }
+
+    /// `message` as a subscriber on `protocol` should receive it, for a front end that hands
+    /// out a message it did not take from an outbox (WS-N GetCurrentMessage).
+    pub fn transcode(&self, message: Arc<Message>, protocol: Protocol) -> Arc<Message> {
+        self.0.transcoder.get().and_then(|t| t.apply(&message, protocol)).unwrap_or(message)
+    }
+
+    /// `receiver`, re-encoding what it takes when a rule serves `protocol`.
+    fn transcoding(&self, mut receiver: OutboxReceiver, protocol: Protocol) -> OutboxReceiver {
+        if let Some(transcoder) = self.0.transcoder.get().filter(|t| t.serves(protocol)) {
+            receiver.transcode_with(transcoder.clone());
+        }
+        receiver
     }
 
     fn session_limits(&self) -> OutboxLimits {
@@ -339,6 +364,7 @@ impl Router {
     pub fn open_session(&self, protocol: Protocol) -> Session {
         let id = self.next_session_id();
         let (_, receiver) = outbox(id, protocol, self.session_limits(), self.0.budget.clone());
+        let receiver = self.transcoding(receiver, protocol);
         Session {
             id,
             protocol,
@@ -947,6 +973,11 @@ impl Session {
         let mut retained = self.router.retained(filter);
         if let Some(access) = &self.rights {
             retained.retain(|m| access.may_read(&m.topic));
+        }
+        if let Some(transcoder) = self.receiver.transcoder() {
+            for message in &mut retained {
+                transcoder.apply_in_place(message, self.protocol);
+            }
         }
         retained
     }

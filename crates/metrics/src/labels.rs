@@ -80,6 +80,27 @@ label_enum! {
         /// Frame complete on the publishing node → taken from NATS on this node, by the two
         /// nodes' clocks (`[cluster]`).
         Cluster => "cluster",
+        /// Re-encoding a payload for a subscriber's format (`[[transcode]]`): counted once per
+        /// message and format, by the subscriber that needed it first.
+        Transcode => "transcode",
+    }
+}
+
+label_enum! {
+    /// A payload format the broker re-encodes into (`[[transcode]]`).
+    Encoding {
+        /// JSON (RFC 8259).
+        Json => "json",
+        /// CBOR (RFC 8949).
+        Cbor => "cbor",
+        /// XML, JSON mapped through the W3C XPath 3.1 `json-to-xml` representation.
+        Xml => "xml",
+        /// SenML in JSON (RFC 8428).
+        SenmlJson => "senml_json",
+        /// SenML in CBOR (RFC 8428).
+        SenmlCbor => "senml_cbor",
+        /// Protobuf, from a user's `.proto` file.
+        Protobuf => "protobuf",
     }
 }
 

@@ -17,6 +17,6 @@ mod render;
 pub use bridges::{BridgeCounters, BridgeStatus, Bridges, SpoolGauge};
 pub use cluster::{ClusterCounters, ClusterStatus};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
-pub use labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
+pub use labels::{CloseReason, Denial, DropReason, Encoding, Hop, MemoryKind, Protocol};
 pub use registry::{ConnectionGauge, MemoryGauges, Metrics, ProtocolCounters};
 pub use render::{LatencyReport, LatencyRow};

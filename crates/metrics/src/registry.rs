@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::bridges::Bridges;
 use crate::cluster::ClusterCounters;
 use crate::histogram::LatencyHistogram;
-use crate::labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
+use crate::labels::{CloseReason, Denial, DropReason, Encoding, Hop, MemoryKind, Protocol};
 
 const P: usize = Protocol::COUNT;
 
@@ -71,6 +71,8 @@ pub struct Metrics {
     memory: MemoryGauges,
     bridges: Bridges,
     cluster: OnceLock<Arc<ClusterCounters>>,
+    /// Payloads re-encoded, by target format: `[converted, failed]`.
+    transcodes: [[AtomicU64; 2]; Encoding::COUNT],
 }
 
 /// Bytes held against the broker's memory budget, by holder. The budget itself (its limit and
@@ -121,6 +123,7 @@ impl Metrics {
             memory: MemoryGauges::default(),
             bridges: Bridges::default(),
             cluster: OnceLock::new(),
+            transcodes: Default::default(),
         }
     }
 
@@ -160,6 +163,18 @@ impl Metrics {
     /// The histogram for a combination if anything was ever recorded there.
     pub fn latency_if_used(&self, hop: Hop, from: Protocol, to: Protocol) -> Option<&LatencyHistogram> {
         self.latency[Self::slot(hop, from, to)].get().map(|b| &**b)
+    }
+
+    /// Counts one payload re-encoded into `to`, or (`converted` false) one that could not be
+    /// and went out as published.
+    pub fn transcoded(&self, to: Encoding, converted: bool) {
+        self.transcodes[to.index()][usize::from(!converted)].fetch_add(1, Relaxed);
+    }
+
+    /// Payloads re-encoded into `to` so far: `(converted, failed)`.
+    pub fn transcode_counts(&self, to: Encoding) -> (u64, u64) {
+        let [ok, failed] = &self.transcodes[to.index()];
+        (ok.load(Relaxed), failed.load(Relaxed))
     }
 
     /// Bytes held against the memory budget.

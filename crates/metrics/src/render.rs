@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use serde::Serialize;
 
 use crate::histogram::HistogramSnapshot;
-use crate::labels::{CloseReason, Denial, DropReason, Hop, MemoryKind, Protocol};
+use crate::labels::{CloseReason, Denial, DropReason, Encoding, Hop, MemoryKind, Protocol};
 use crate::registry::Metrics;
 
 /// Prometheus bucket boundaries are the powers of two from 2^10 ns (1.024 µs) to 2^35 ns
@@ -171,6 +171,16 @@ impl Metrics {
                 let n = self.protocol(p).denied_count(d);
                 let _ = writeln!(out, "tolk_acl_denied_total{{protocol=\"{p}\",operation=\"{d}\"}} {n}");
             }
+        }
+        out.push_str(
+            "# HELP tolk_transcode_total Payloads re-encoded for subscribers ([[transcode]]), by target \
+             format; failed ones went out as published.\n",
+        );
+        out.push_str("# TYPE tolk_transcode_total counter\n");
+        for &e in Encoding::ALL {
+            let (converted, failed) = self.transcode_counts(e);
+            let _ = writeln!(out, "tolk_transcode_total{{to=\"{e}\",result=\"converted\"}} {converted}");
+            let _ = writeln!(out, "tolk_transcode_total{{to=\"{e}\",result=\"failed\"}} {failed}");
         }
     }
 }

@@ -56,6 +56,10 @@ pub struct WsnConfig {
     /// default: GetCurrentMessage then answers from what MQTT (and other) publishers retained,
     /// and MQTT subscribers are not handed WS-N messages as retained ones.
     pub retain_notify: bool,
+    /// Hand consumers JSON payloads (content type `application/json`) as XML elements, in the
+    /// W3C XPath 3.1 `json-to-xml` form (`<map xmlns="http://www.w3.org/2005/xpath-functions">`),
+    /// rather than as escaped text. A `[[transcode]]` rule for `wsn` that matches first wins.
+    pub json_as_xml: bool,
     /// Push delivery to consumers (subscriptions whose consumer is an HTTP address).
     pub push: PushConfig,
     /// Pull points (CreatePullPoint / GetMessages).
@@ -150,6 +154,7 @@ impl Default for WsnConfig {
             max_subscription_lifetime: Duration::from_secs(24 * 3600),
             expiry_check_interval: Duration::from_secs(1),
             retain_notify: false,
+            json_as_xml: true,
             push: PushConfig::default(),
             pull_point: PullPointConfig::default(),
         }

@@ -308,6 +308,7 @@ impl Endpoint {
             return Err(none());
         }
         let current = self.router.retained(&mapped.topic).into_iter().next().ok_or_else(none)?;
+        let current = self.router.transcode(current, Protocol::Wsn);
         let element = element_of(&current, &self.limits);
         Ok(Reply::Body(write_response(ctx, &Response::GetCurrentMessage { message: &element })))
     }

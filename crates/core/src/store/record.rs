@@ -114,6 +114,7 @@ pub fn decode_message(bytes: &[u8]) -> Result<Option<Message>, RecordError> {
         // Restored messages belong to no live session: no-local never hides them.
         origin: Origin { protocol, session: SessionId(0), client_id: Arc::from(stored.client_id) },
         received_at: now,
+        variants: Default::default(),
     }))
 }
 
