@@ -426,7 +426,10 @@ type = "application/json"
             (text.replace("\"mqttsn\"", "\"coap\""), "protocol \"coap\""),
             (text.replace("type = \"application/json\"", "type = \"x\""), "content_type[0]"),
             (
-                text.replace("protocols = [\"mqttsn\"]", "proto = { file = \"/nonexistent.proto\", message = \"a.B\" }"),
+                text.replace(
+                    "protocols = [\"mqttsn\"]",
+                    "proto = { file = \"/nonexistent.proto\", message = \"a.B\" }",
+                ),
                 "transcode[0]: proto: /nonexistent.proto",
             ),
         ] {
