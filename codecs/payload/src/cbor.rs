@@ -5,7 +5,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ciborium::Value as Cbor;
 use serde_json::{Map, Number, Value};
 
-use crate::{ConvertError, Format, Limits};
+use crate::{Bounded, ConvertError, Format, Limits};
 
 /// Reads one CBOR data item, nested at most `max_depth` deep, with nothing after it.
 pub(crate) fn read_raw(payload: &[u8], limits: &Limits) -> Result<Cbor, ConvertError> {
@@ -27,10 +27,10 @@ pub(crate) fn read(payload: &[u8], limits: &Limits) -> Result<Value, ConvertErro
 }
 
 /// Writes a value as CBOR: integers as integers, floats in the shortest form that keeps them.
-pub(crate) fn write(value: &Value, format: Format) -> Result<Vec<u8>, ConvertError> {
-    let mut out = Vec::new();
-    ciborium::ser::into_writer(value, &mut out).map_err(|e| ConvertError::encode(format, e))?;
-    Ok(out)
+pub(crate) fn write(value: &impl serde::Serialize, format: Format, limits: &Limits) -> Result<Vec<u8>, ConvertError> {
+    let mut out = Bounded::new(limits);
+    let written = ciborium::ser::into_writer(value, &mut out);
+    out.finish(written, format)
 }
 
 /// One CBOR item in the JSON data model. Recursion is bounded by the reader's limit.
@@ -95,10 +95,45 @@ mod tests {
     }
 
     #[test]
+    fn undefined_infinities_bignums_and_odd_keys() {
+        let json = |cbor: &[u8]| {
+            convert(cbor, Format::Cbor, Format::Json, None, &Limits::default()).map(|j| String::from_utf8(j).unwrap())
+        };
+        // [undefined, +Infinity (half), -Infinity (half), 2(h'0100'), 32("abc")]
+        let cbor = [
+            0x85, 0xf7, 0xf9, 0x7c, 0x00, 0xf9, 0xfc, 0x00, 0xc2, 0x42, 0x01, 0x00, 0xd8, 0x20, 0x63, b'a', b'b', b'c',
+        ];
+        assert_eq!(json(&cbor).unwrap(), r#"[null,null,null,256,"abc"]"#);
+        // {[1, 2]: -2^64}: a key that is an array, an integer beyond 64 bits.
+        let cbor = [0xa1, 0x82, 0x01, 0x02, 0x3b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+        assert_eq!(json(&cbor).unwrap(), r#"{"[1,2]":-1.8446744073709552e+19}"#);
+        // simple(16) has no meaning.
+        assert!(json(&[0xf0]).is_err());
+    }
+
+    #[test]
+    fn an_expanding_conversion_stops_at_the_output_bound() {
+        // array(100) of zeros: 102 bytes of CBOR, 201 of JSON.
+        let cbor: Vec<u8> = [0x98, 100].into_iter().chain([0; 100]).collect();
+        let limits = Limits { max_output_bytes: 150, ..Limits::default() };
+        assert!(matches!(convert(&cbor, Format::Cbor, Format::Json, None, &limits), Err(ConvertError::TooLarge(150))));
+    }
+
+    #[test]
     fn trailing_bytes_and_deep_nesting_are_refused() {
         let limits = Limits::default();
         assert!(convert(&[0x01, 0x02], Format::Cbor, Format::Json, None, &limits).is_err());
         let deep = vec![0x81; 100_000];
-        assert!(matches!(convert(&deep, Format::Cbor, Format::Json, None, &limits), Err(ConvertError::TooDeep(_))));
+        assert!(matches!(convert(&deep, Format::Cbor, Format::Json, None, &limits), Err(ConvertError::TooDeep(32))));
+        let tags = vec![0xc1; 100_000];
+        assert!(matches!(convert(&tags, Format::Cbor, Format::Json, None, &limits), Err(ConvertError::TooDeep(32))));
+        // A generous limit is held to the ceiling, not taken at its word.
+        let generous = Limits { max_depth: 1_000_000, ..limits };
+        assert!(matches!(convert(&deep, Format::Cbor, Format::Json, None, &generous), Err(ConvertError::TooDeep(128))));
+        // Exactly at the limit is fine, one more is not.
+        let at = [vec![0x81; 31], vec![0x80]].concat();
+        assert!(convert(&at, Format::Cbor, Format::Json, None, &limits).is_ok());
+        let over = [vec![0x81; 32], vec![0x80]].concat();
+        assert!(matches!(convert(&over, Format::Cbor, Format::Json, None, &limits), Err(ConvertError::TooDeep(32))));
     }
 }

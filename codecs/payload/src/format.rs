@@ -18,7 +18,7 @@ pub enum Format {
 }
 
 impl Format {
-    /// Every format, for tables and metrics.
+    /// Every format, so that tables and metrics can list them without missing one.
     pub const ALL: [Format; 6] =
         [Format::Json, Format::Cbor, Format::Xml, Format::SenmlJson, Format::SenmlCbor, Format::Protobuf];
 
@@ -43,7 +43,8 @@ impl Format {
         }
     }
 
-    /// The content type a converted payload is labelled with.
+    /// The content type a converted payload is labelled with, so that a subscriber (and an
+    /// MQTT 5 client's content type property) can tell what it received.
     pub fn content_type(self) -> &'static str {
         match self {
             Format::Json => "application/json",
@@ -55,7 +56,8 @@ impl Format {
         }
     }
 
-    /// A short name for metrics labels and error messages.
+    /// A short lowercase name for metrics labels and error messages: stable, unlike the
+    /// content types, which have aliases.
     pub fn label(self) -> &'static str {
         match self {
             Format::Json => "json",
@@ -80,7 +82,15 @@ mod tests {
         assert_eq!(Format::from_content_type("application/senml+cbor"), Some(Format::SenmlCbor));
         assert_eq!(Format::from_content_type("image/svg+xml"), Some(Format::Xml));
         assert_eq!(Format::from_content_type("application/vnd.google.protobuf"), Some(Format::Protobuf));
+        assert_eq!(Format::from_content_type(" TEXT/XML ;charset=utf-8"), Some(Format::Xml));
+        assert_eq!(Format::from_content_type("application/foo+cbor"), Some(Format::Cbor));
+        assert_eq!(Format::from_content_type("application/SenML+CBOR; x=y"), Some(Format::SenmlCbor));
+        assert_eq!(Format::from_content_type("application/protobuf"), Some(Format::Protobuf));
         assert_eq!(Format::from_content_type("text/plain"), None);
+        assert_eq!(Format::from_content_type("application/jsonx"), None);
+        assert_eq!(Format::from_content_type(""), None);
+        let labels: Vec<_> = Format::ALL.iter().map(|f| f.label()).collect();
+        assert_eq!(labels, ["json", "cbor", "xml", "senml_json", "senml_cbor", "protobuf"]);
         for format in Format::ALL {
             assert_eq!(Format::from_content_type(format.content_type()), Some(format));
         }

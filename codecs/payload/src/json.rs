@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::{ConvertError, Format, Limits};
+use crate::{Bounded, ConvertError, Format, Limits};
 
 /// Parses JSON text. serde_json stops at 128 levels by itself; [`check_depth`] holds the value
 /// to the configured bound.
@@ -16,6 +16,13 @@ pub(crate) fn parse(payload: &[u8], limits: &Limits) -> Result<Value, ConvertErr
     })?;
     check_depth(&value, limits.max_depth)?;
     Ok(value)
+}
+
+/// Writes a value as compact JSON text, within the output bound.
+pub(crate) fn write(value: &Value, limits: &Limits) -> Result<Vec<u8>, ConvertError> {
+    let mut out = Bounded::new(limits);
+    let written = serde_json::to_writer(&mut out, value);
+    out.finish(written, Format::Json)
 }
 
 /// Refuses a value nested deeper than `max` arrays and objects, without recursing, so that
@@ -48,6 +55,14 @@ mod tests {
         assert!(parse(br#"{"a":[{"b":1}]}"#, &limits).is_ok());
         assert!(matches!(parse(br#"{"a":[{"b":[1]}]}"#, &limits), Err(ConvertError::TooDeep(3))));
         let deep = "[".repeat(100_000);
-        assert!(parse(deep.as_bytes(), &Limits::default()).is_err());
+        assert!(matches!(parse(deep.as_bytes(), &Limits::default()), Err(ConvertError::TooDeep(32))));
+        let closed = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(matches!(parse(closed.as_bytes(), &Limits::default()), Err(ConvertError::TooDeep(32))));
+        // Past serde_json's own 128 but within the ceiling-held limit: still TooDeep, not Decode.
+        let limits = Limits { max_depth: 500, ..Limits::default() };
+        assert!(matches!(
+            crate::convert(closed.as_bytes(), Format::Json, Format::Cbor, None, &limits),
+            Err(ConvertError::TooDeep(_))
+        ));
     }
 }

@@ -6,9 +6,11 @@ use std::path::Path;
 use prost_reflect::{DynamicMessage, MessageDescriptor, SerializeOptions};
 use serde_json::Value;
 
-use crate::{ConvertError, Format};
+use crate::{ConvertError, Format, Limits};
 
-/// A Protobuf message type: what a Protobuf payload is read and written by.
+/// A Protobuf message type: what a Protobuf payload is read and written by. Protobuf carries no
+/// field names, so without one a payload cannot be converted at all. Cheap to clone (the
+/// descriptors are shared).
 #[derive(Clone, Debug)]
 pub struct Schema {
     message: MessageDescriptor,
@@ -37,7 +39,9 @@ pub enum SchemaError {
 
 impl Schema {
     /// Compiles `file`, looking for its imports beside it, and picks the message type named
-    /// `message` in full (`sensors.v1.Reading`). Done once, when the broker starts.
+    /// `message` in full (`tolk.test.Reading`). Done once, when the broker starts, so that a
+    /// mistake in the file stops the start with a message naming the file, rather than every
+    /// payload failing later.
     pub fn load(file: &Path, message: &str) -> Result<Schema, SchemaError> {
         let shown = file.display().to_string();
         let compile = |reason: String| SchemaError::Compile { file: shown.clone(), reason };
@@ -53,7 +57,7 @@ impl Schema {
         Ok(Schema { message })
     }
 
-    /// The message type's full name.
+    /// The message type's full name, for logs and the broker's configuration report.
     pub fn message_name(&self) -> &str {
         self.message.full_name()
     }
@@ -68,9 +72,14 @@ impl Schema {
     }
 
     /// A value in the proto3 JSON mapping as a Protobuf payload; unknown fields are refused.
-    pub(crate) fn encode(&self, value: &Value) -> Result<Vec<u8>, ConvertError> {
+    pub(crate) fn encode(&self, value: &Value, limits: &Limits) -> Result<Vec<u8>, ConvertError> {
+        use prost_reflect::prost::Message;
         let message = DynamicMessage::deserialize(self.message.clone(), value)
             .map_err(|e| ConvertError::encode(Format::Protobuf, e))?;
-        Ok(prost_reflect::prost::Message::encode_to_vec(&message))
+        // The size is known before a byte is written.
+        if message.encoded_len() > limits.max_output_bytes {
+            return Err(ConvertError::TooLarge(limits.max_output_bytes));
+        }
+        Ok(message.encode_to_vec())
     }
 }

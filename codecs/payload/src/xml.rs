@@ -21,13 +21,18 @@ const W3C_NAMES: [&str; 6] = ["map", "array", "string", "number", "boolean", "nu
 
 /// Writes a value as the W3C `json-to-xml` representation. The value's depth was checked, so
 /// the recursion here is bounded.
-pub(crate) fn write(value: &Value, _limits: &Limits) -> Result<Vec<u8>, ConvertError> {
+pub(crate) fn write(value: &Value, limits: &Limits) -> Result<Vec<u8>, ConvertError> {
     let mut out = String::new();
-    write_value(&mut out, value, None, true)?;
+    write_value(&mut out, value, None, true, limits.max_output_bytes)?;
     Ok(out.into_bytes())
 }
 
-fn write_value(out: &mut String, value: &Value, key: Option<&str>, root: bool) -> Result<(), ConvertError> {
+/// Writes one element. `max` is checked before each element, so that the output stops within
+/// one string's length of the bound.
+fn write_value(out: &mut String, value: &Value, key: Option<&str>, root: bool, max: usize) -> Result<(), ConvertError> {
+    if out.len() > max {
+        return Err(ConvertError::TooLarge(max));
+    }
     let name = match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -68,12 +73,12 @@ fn write_value(out: &mut String, value: &Value, key: Option<&str>, root: bool) -
         Value::String(s) => escape(out, s, false)?,
         Value::Array(items) => {
             for item in items {
-                write_value(out, item, None, false)?;
+                write_value(out, item, None, false, max)?;
             }
         }
         Value::Object(map) => {
             for (k, v) in map {
-                write_value(out, v, Some(k), false)?;
+                write_value(out, v, Some(k), false, max)?;
             }
         }
         Value::Null => {}
@@ -132,6 +137,8 @@ enum Frame {
 pub(crate) fn read(payload: &[u8], limits: &Limits) -> Result<Value, ConvertError> {
     let bad = |reason: String| ConvertError::decode(Format::Xml, reason);
     let text = std::str::from_utf8(payload).map_err(|e| bad(e.to_string()))?;
+    // A byte order mark is allowed before the document (XML 1.0 §4.3.3).
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
     let mut reader = NsReader::from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
     let mut w3c: Option<bool> = None;
@@ -283,7 +290,9 @@ fn close(frame: Frame, stack: &mut [Frame], result: &mut Option<Value>) -> Resul
                         fields.insert(name, value);
                     }
                 },
-                Some(Frame::W3c { .. }) => unreachable!("a document is read in one mode"),
+                // Not reached: a document is read in one mode. An error all the same, never a
+                // panic.
+                Some(Frame::W3c { .. }) => return Err(bad("an element outside the json-to-xml representation")),
             }
         }
     }
@@ -322,6 +331,37 @@ mod tests {
     }
 
     #[test]
+    fn the_w3c_example_is_written_exactly() {
+        assert_eq!(
+            to_xml(r#"{"a":[1,"x",true,null]}"#),
+            r#"<map xmlns="http://www.w3.org/2005/xpath-functions"><array key="a"><number>1</number><string>x</string><boolean>true</boolean><null/></array></map>"#
+        );
+        assert_eq!(to_xml("2.5"), r#"<number xmlns="http://www.w3.org/2005/xpath-functions">2.5</number>"#);
+        assert_eq!(
+            to_xml(r#"{"k\t\n":"\t"}"#),
+            format!(r#"<map xmlns="{FN}"><string key="k&#x9;&#xA;">	</string></map>"#)
+        );
+        assert_eq!(to_json(&to_xml(r#"{"k\t\n":"\t"}"#)).unwrap(), r#"{"k\t\n":"\t"}"#);
+    }
+
+    #[test]
+    fn w3c_numbers_and_booleans_read_by_value() {
+        let doc = |body: &str| format!(r#"<array xmlns="{FN}">{body}</array>"#);
+        assert_eq!(
+            to_json(&doc("<number> 21.50 </number><number>1E3</number><boolean>0</boolean>")).unwrap(),
+            "[21.5,1000.0,false]"
+        );
+        assert!(to_json(&doc("<number>INF</number>")).is_err());
+        assert!(to_json(&doc("<number>1e400</number>")).is_err());
+        assert!(to_json(&doc("<boolean>yes</boolean>")).is_err());
+        assert!(to_json(&doc("<string><null/></string>")).is_err());
+        assert!(to_json(&doc("<map><number>1</number></map>")).is_err());
+        assert!(to_json(&doc("<map><null key='a'/><null key='a'/></map>")).is_err());
+        assert!(to_json(&doc("text")).is_err());
+        assert!(to_json(&doc("<other/>")).is_err());
+    }
+
+    #[test]
     fn a_prefixed_w3c_document_reads_the_same() {
         let xml = r#"<fn:map xmlns:fn="http://www.w3.org/2005/xpath-functions">
             <fn:number key="t">21.5</fn:number><fn:boolean key="ok">1</fn:boolean></fn:map>"#;
@@ -339,12 +379,46 @@ mod tests {
     }
 
     #[test]
+    fn the_sensor_example_and_references_bom_cdata_and_mixed_text() {
+        assert_eq!(
+            to_json(r#"<reading unit="C"><t>21.5</t></reading>"#).unwrap(),
+            r#"{"reading":{"@unit":"C","t":"21.5"}}"#
+        );
+        assert_eq!(to_json("\u{FEFF}<a>&#x41;&#66;&lt;<![CDATA[<x>]]></a>").unwrap(), r#"{"a":"AB<<x>"}"#);
+        assert_eq!(
+            to_json(r#"<a b="&lt;&#x41;">x<c>1</c>y</a>"#).unwrap(),
+            r##"{"a":{"@b":"<A","c":"1","#text":"xy"}}"##
+        );
+        assert_eq!(to_json("<a>\n  <b/>\n</a>").unwrap(), r#"{"a":{"b":""}}"#);
+        assert!(to_json("<a>x</b>").is_err());
+        assert!(to_json("<a>").is_err());
+        assert!(to_json("").is_err());
+        assert!(to_json("text<a/>").is_err());
+        assert!(to_json("<a>&#0;</a>").is_err());
+        assert!(convert(b"<a>\xff</a>", Format::Xml, Format::Json, None, &Limits::default()).is_err());
+    }
+
+    #[test]
     fn hostile_documents_are_refused() {
-        let laughs = r#"<!DOCTYPE l [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><l>&b;</l>"#;
-        assert!(matches!(to_json(laughs), Err(ConvertError::Decode { .. })));
+        // Billion laughs: ten levels of ten references, 10^9 "lol"s if expanded. Refused at
+        // the DOCTYPE, before any expansion.
+        let mut laughs = String::from(r#"<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol0 "lol">"#);
+        for level in 1..10 {
+            let refs = format!("&lol{};", level - 1).repeat(10);
+            laughs.push_str(&format!(r#"<!ENTITY lol{level} "{refs}">"#));
+        }
+        laughs.push_str("]><lolz>&lol9;</lolz>");
+        let started = std::time::Instant::now();
+        assert!(matches!(to_json(&laughs), Err(ConvertError::Decode { .. })));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        // External entities never get a chance either.
+        assert!(to_json(r#"<!DOCTYPE a SYSTEM "file:///etc/passwd"><a>&x;</a>"#).is_err());
         assert!(to_json("<a>&undefined;</a>").is_err());
+        assert!(to_json(r#"<a b="&undefined;"/>"#).is_err());
         let deep = "<a>".repeat(100_000);
         assert!(matches!(to_json(&deep), Err(ConvertError::TooDeep(32))));
+        let deep_w3c = format!("<array xmlns=\"{FN}\">{}", "<array>".repeat(100_000));
+        assert!(matches!(to_json(&deep_w3c), Err(ConvertError::TooDeep(32))));
         assert!(to_json("<a/><b/>").is_err());
         assert!(to_json("<map xmlns=\"http://www.w3.org/2005/xpath-functions\"><number>1</number></map>").is_err());
     }
