@@ -522,3 +522,24 @@ for path in zeep:
 write("wsn_xml_parse", "pull-point-subscribe", envelope(subscribe_body("http://h/wsn/pullpoints/1"), SOAP12, "urn:a"))
 write("wsn_xml_parse", "notify-text-payload", envelope(notify_body("tns:a/b", "text &lt;&amp;&gt;")))
 write("wsn_xml_parse", "element-with-prolog", b'<?xml version="1.0"?><!-- c --><a:x xmlns:a="urn:a" a:k="v"><a:y/>t</a:x>')
+
+# ---------------------------------------------------------------- payload re-encoding
+# First byte: from (high nibble) and to (low nibble) in Format::ALL order: 0 json, 1 cbor,
+# 2 xml, 3 senml_json, 4 senml_cbor, 5 protobuf. Payloads from codecs/payload's unit tests.
+
+def pick(src, dst):
+    return bytes([src << 4 | dst])
+
+
+READING = b'{"t":1,"v":21.5,"ok":true,"n":null,"s":"x","a":[1,"x",true,null]}'
+write("payload_convert", "json-to-cbor", pick(0, 1) + READING)
+write("payload_convert", "json-to-xml", pick(0, 2) + READING)
+write("payload_convert", "json-to-senml", pick(0, 3) + b'{"temp":21.5,"door":"open","on":true}')
+write("payload_convert", "cbor-to-json", pick(1, 0) + bytes.fromhex("a3014200ff6164c11a6553f1006166f97e00"))
+write("payload_convert", "xml-w3c-to-cbor", pick(2, 1) + b'<map xmlns="http://www.w3.org/2005/xpath-functions">'
+      b'<array key="a"><number>1</number><string>x&lt;&amp;</string><boolean>true</boolean><null/></array></map>')
+write("payload_convert", "xml-plain-to-json", pick(2, 0) + b'<?xml version="1.0"?><g:reading xmlns:g="urn:g" unit="C">'
+      b'<g:sensor>g1</g:sensor><t>21.5</t><t>21.7</t><note lang="en">warm &amp; dry</note><![CDATA[x]]></g:reading>')
+write("payload_convert", "senml-json-to-cbor", pick(3, 4) + b'[{"bn":"urn:dev:ow:10e2073a01080063:","n":"temp",'
+      b'"u":"Cel","v":23.1,"t":1.276020076e9},{"n":"d","vd":"AP8","vb":false,"vs":"s"}]')
+write("payload_convert", "senml-cbor-to-xml", pick(4, 2) + bytes.fromhex("81a30061740201084200ff"))
