@@ -90,6 +90,12 @@ impl Rule {
     }
 }
 
+/// The bounds of one conversion. 256 KiB rather than the codec's 1 MiB: a conversion holds
+/// the whole payload as a tree for a moment (up to about 70 bytes per input byte for the worst
+/// CBOR), and one runs at a time per worker thread, so this keeps the peak near 18 MB per
+/// thread on a 1 GB Pi. Sensor readings are far smaller.
+const LIMITS: Limits = Limits { max_depth: 32, max_output_bytes: 256 * 1024 };
+
 /// The compiled `[[transcode]]` rules, shared by every subscriber's outbox.
 pub struct Transcoder {
     rules: Vec<Rule>,
@@ -202,7 +208,7 @@ impl Transcoder {
             check_filter(&d.topics, &what)?;
             types.push((d.topics.clone(), format_of(&d.content_type, &what)?));
         }
-        Ok(Transcoder { rules: compiled, declared: types, limits: Limits::default(), metrics })
+        Ok(Transcoder { rules: compiled, declared: types, limits: LIMITS, metrics })
     }
 
     /// Whether any rule converts for subscribers on `protocol`; outboxes of other protocols
