@@ -26,6 +26,7 @@ pub mod store;
 pub mod topic;
 pub mod transcode;
 mod trie;
+mod variants;
 
 pub use ack_line::AckLine;
 pub use budget::MemoryBudget;

@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime};
 use bytes::Bytes;
 use tolk_metrics::Protocol;
 
-use crate::transcode::Variants;
+use crate::variants::Variants;
 
 /// Identifies one session (or one named queue) inside the router. Unique for the process lifetime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -101,7 +101,7 @@ pub struct Message {
     /// When the publisher's frame was complete; the start of every latency measurement.
     pub received_at: Instant,
     /// What its payload was re-encoded to for subscribers (`[[transcode]]`).
-    pub(crate) variants: Variants,
+    pub(crate) variants: Variants<Message>,
 }
 
 impl Message {

@@ -2,15 +2,15 @@
 //!
 //! A rule says which subscribers (by topic filter and protocol) receive which format. The
 //! conversion happens when a subscriber's task takes the message from its outbox, not on the
-//! publisher's path, and each message keeps what it was converted to ([`Variants`]), so that a
-//! message reaching a hundred WS-N consumers is converted once per rule, not a hundred times.
-//! A payload whose format is unknown passes through untouched; one that cannot be converted
+//! publisher's path, and each message keeps what it was converted to (`variants.rs`), so
+//! that a message reaching a hundred WS-N consumers is converted once per rule, not a hundred
+//! times. A payload whose format is unknown passes through untouched; one that cannot be converted
 //! passes through too, and is counted (`tolk_transcode_total{result="failed"}`): re-encoding
 //! never loses a message. The conversions themselves live in `payload-codec`, which knows
 //! nothing of the broker.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use payload_codec::{Format, Limits, Schema};
@@ -292,55 +292,5 @@ fn encoding(format: Format) -> Encoding {
         Format::SenmlJson => Encoding::SenmlJson,
         Format::SenmlCbor => Encoding::SenmlCbor,
         Format::Protobuf => Encoding::Protobuf,
-    }
-}
-
-/// What a message was converted to, by rule: kept with the message so that every subscriber
-/// after the first gets the same conversion. Empty for almost every message, and then 16
-/// bytes. A copy of a message (which may then be changed) starts empty, and it never makes a
-/// message unequal to another.
-#[derive(Default)]
-pub(crate) struct Variants(Mutex<Option<Box<Converted>>>);
-
-/// Conversions made, by rule index: `None` where the conversion failed.
-type Converted = Vec<(usize, Option<Arc<Message>>)>;
-
-/// The lock on a message's [`Variants`].
-pub(crate) struct VariantsGuard<'a>(std::sync::MutexGuard<'a, Option<Box<Converted>>>);
-
-impl Variants {
-    fn lock(&self) -> VariantsGuard<'_> {
-        VariantsGuard(self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
-impl VariantsGuard<'_> {
-    /// The conversion by rule `index`, if it was made: `Some(None)` when it failed.
-    fn get(&self, index: usize) -> Option<Option<Arc<Message>>> {
-        self.0.as_ref()?.iter().find(|(i, _)| *i == index).map(|(_, v)| v.clone())
-    }
-
-    fn put(&mut self, index: usize, variant: Option<Arc<Message>>) {
-        self.0.get_or_insert_default().push((index, variant));
-    }
-}
-
-impl Clone for Variants {
-    fn clone(&self) -> Self {
-        Variants::default()
-    }
-}
-
-impl PartialEq for Variants {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for Variants {}
-
-impl std::fmt::Debug for Variants {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Variants")
     }
 }
