@@ -134,3 +134,16 @@ fn rules_that_cannot_work_are_refused_with_the_reason() {
     assert!(refused(&[rule("a/#/b", "application/json", &[])]).contains("topics \"a/#/b\""));
     assert!(refused(&[rule("#", "application/x-protobuf", &[])]).contains("needs `proto"));
 }
+
+#[test]
+fn a_payload_over_the_conversion_limit_goes_as_published_and_is_counted() {
+    let (r, metrics) = router(&[rule("#", "application/cbor", &[])], &[]);
+    let publisher = r.open_session(Protocol::Mqtt);
+    let s = r.open_session(Protocol::Stomp);
+    s.subscribe("#", 0, Default::default()).unwrap();
+    // Valid JSON of 300 KiB: over the 256 KiB the broker converts.
+    let big = format!("[\"{}\"]", "x".repeat(300 * 1024));
+    let sent = publish(&publisher, "big", &big, Some("application/json"));
+    assert!(Arc::ptr_eq(&only(&s), &sent));
+    assert_eq!(metrics.transcode_counts(Encoding::Cbor), (0, 1));
+}
