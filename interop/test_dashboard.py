@@ -113,7 +113,7 @@ def test_matrix_shows_exactly_the_pairs_with_traffic(own_broker):
         cell = cells[pair]
         assert not cell["empty"] and float(cell["rate"]) > 0 and float(cell["p99"]) > 0, (pair, cell)
         assert re.search(r"\d+(\.\d+)? (µs|ms|s)", cell["text"]), (pair, cell)
-    # The five base protocols are always there; no other pair carried anything, so it is
+    # The six base protocols are always there; no other pair carried anything, so it is
     # empty: no "0 µs", no text at all.
     for pair in ("stomp-amqp", "mqtt-mqtt", "amqp-stomp", "wsn-mqttsn"):
         assert cells[pair] == {"rate": None, "p99": None, "text": "", "empty": True}, (pair, cells[pair])

@@ -44,6 +44,8 @@ pub struct Config {
     pub stomp: tolk_stomp::StompConfig,
     /// The WS-Notification endpoint (served on the HTTP port).
     pub wsn: tolk_wsn::WsnConfig,
+    /// The XMPP listener and its publish-subscribe service.
+    pub xmpp: tolk_xmpp::XmppConfig,
     /// Certificates for the listeners with a `tls_bind`; absent: no TLS.
     pub tls: Option<tolk_tls::TlsConfig>,
     /// Users (a mosquitto_passwd file); absent: every client may connect.
@@ -76,6 +78,7 @@ impl Default for Config {
             mqttsn: tolk_mqttsn::MqttSnConfig::default(),
             stomp: tolk_stomp::StompConfig::default(),
             wsn: tolk_wsn::WsnConfig::default(),
+            xmpp: tolk_xmpp::XmppConfig::default(),
             tls: None,
             auth: None,
             storage: tolk_store::StorageConfig::default(),
@@ -198,6 +201,7 @@ impl Config {
             ("mqtt.max_connections_per_address", self.mqtt.max_connections_per_address),
             ("stomp.max_connections_per_address", self.stomp.max_connections_per_address),
             ("amqp.max_connections_per_address", self.amqp.max_connections_per_address),
+            ("xmpp.max_connections_per_address", self.xmpp.max_connections_per_address),
             ("http.max_connections", self.http.max_connections),
             ("http.max_connections_per_address", self.http.max_connections_per_address),
         ] {
@@ -217,6 +221,7 @@ impl Config {
         }
         self.mqttsn.validate()?;
         self.wsn.validate().map_err(anyhow::Error::msg)?;
+        self.xmpp.validate().map_err(anyhow::Error::msg)?;
         if self.wsn.enabled && !self.http.enabled {
             bail!("wsn.enabled: WS-Notification is served on the HTTP port; enable [http] or disable [wsn]");
         }
@@ -225,6 +230,7 @@ impl Config {
             ("mqtt.tls_bind", self.mqtt.enabled && self.mqtt.tls_bind.is_some()),
             ("stomp.tls_bind", self.stomp.enabled && self.stomp.tls_bind.is_some()),
             ("amqp.tls_bind", self.amqp.enabled && self.amqp.tls_bind.is_some()),
+            ("xmpp.tls_bind", self.xmpp.enabled && self.xmpp.tls_bind.is_some()),
         ];
         match &self.tls {
             None => {
@@ -305,6 +311,9 @@ impl Config {
         }
         if self.http.enabled && self.wsn.enabled {
             front_ends.push(Box::new(tolk_wsn::WsnFrontEnd::new(self.wsn.clone())));
+        }
+        if self.xmpp.enabled {
+            front_ends.push(Box::new(tolk_xmpp::XmppFrontEnd::new(self.xmpp.clone())));
         }
         if !self.bridge.is_empty() {
             front_ends.push(Box::new(self.bridges()));

@@ -35,7 +35,8 @@ const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// The protocols the matrix always shows, used or not; others (WebSocket variants, bridges,
 /// the cluster, the broker's own messages) join it once they carry traffic.
-const ALWAYS_SHOWN: [Protocol; 5] = [Protocol::Mqtt, Protocol::MqttSn, Protocol::Stomp, Protocol::Amqp, Protocol::Wsn];
+const ALWAYS_SHOWN: [Protocol; 6] =
+    [Protocol::Mqtt, Protocol::MqttSn, Protocol::Stomp, Protocol::Amqp, Protocol::Wsn, Protocol::Xmpp];
 
 /// The broker's shutdown, handed to the event streams by the HTTP server (`http::serve`) so
 /// that an open page does not hold up the drain.
@@ -342,7 +343,7 @@ mod tests {
         assert_eq!(cell.mean, Some(100.0));
         let json = serde_json::to_value(&second).unwrap();
         assert_eq!(json["cells"][0]["in"], "mqtt");
-        assert_eq!(json["protocols"], serde_json::json!(["mqtt", "mqttsn", "stomp", "amqp", "wsn"]));
+        assert_eq!(json["protocols"], serde_json::json!(["mqtt", "mqttsn", "stomp", "amqp", "wsn", "xmpp"]));
         assert_eq!(json["cluster"], serde_json::Value::Null);
     }
 

@@ -90,6 +90,37 @@ impl XmlElement {
         Self::wrap_payload(payload, content_type)
     }
 
+    /// The element that carries a payload published with `content_type`. A payload is
+    /// embedded as the XML element it is only when nothing more specific than "XML" is known
+    /// about it: no content type, `application/xml` or `text/xml`. Anything else (markup
+    /// published as `text/html`, `image/svg+xml`, `application/atom+xml`, …) is wrapped, so that
+    /// the wrapper's `contentType` keeps what an embedded element would lose: the consumer would
+    /// otherwise see `application/xml` (the all-pairs matrix found this). Shared by every
+    /// front end that carries payloads as XML (WS-Notification, XMPP).
+    pub fn for_payload(payload: &[u8], content_type: Option<&str>, limits: &Limits) -> Self {
+        if content_type.is_none_or(is_generic_xml) {
+            Self::from_payload(payload, content_type, limits)
+        } else {
+            Self::wrap_payload(payload, content_type)
+        }
+    }
+
+    /// Writes the element for embedding under a parent whose default namespace is bound (an
+    /// XMPP stanza, where it is `jabber:client`): `xmlns=""` is declared on its root, unless
+    /// the root declares a default namespace itself, so that its unprefixed names stay in no
+    /// namespace (see the module docs).
+    pub fn write_embedded(&self, out: &mut Vec<u8>) {
+        let tag = &self.bytes[1..self.insert_at.min(self.bytes.len())];
+        let name_end =
+            tag.iter().position(|b| b.is_ascii_whitespace() || *b == b'/' || *b == b'>').unwrap_or(tag.len());
+        let prefixed = tag[..name_end].contains(&b':');
+        if self.name.namespace.is_some() && !prefixed {
+            out.extend_from_slice(&self.bytes);
+        } else {
+            out.extend_from_slice(&self.with_extra_attributes(" xmlns=\"\""));
+        }
+    }
+
     /// Always wraps: UTF-8 text made of XML characters as `encoding="text"`, anything else
     /// as `encoding="base64"`. For payloads that must not be read as XML even if they are.
     pub fn wrap_payload(payload: &[u8], content_type: Option<&str>) -> Self {
@@ -170,6 +201,13 @@ impl XmlElement {
     }
 }
 
+/// `application/xml` or `text/xml` (RFC 7303), parameters and case ignored: the content types
+/// an embedded element says by itself.
+fn is_generic_xml(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case("application/xml") || essence.eq_ignore_ascii_case("text/xml")
+}
+
 /// Cheap pre-check so plain text and binary skip the XML parser.
 fn looks_like_xml(payload: &[u8]) -> bool {
     let body = payload.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(payload);
@@ -193,6 +231,23 @@ mod tests {
         let back = e.to_payload(&limits());
         assert_eq!(back.form, PayloadForm::Xml);
         assert_eq!(&back.bytes[..], e.as_bytes());
+    }
+
+    #[test]
+    fn embedded_elements_keep_unprefixed_names_out_of_the_parent_default_namespace() {
+        let cases = [
+            ("<a><b/></a>", "<a xmlns=\"\"><b/></a>"),
+            ("<a/>", "<a xmlns=\"\"/>"),
+            ("<t:a xmlns:t=\"urn:t\"><b/></t:a>", "<t:a xmlns:t=\"urn:t\" xmlns=\"\"><b/></t:a>"),
+            ("<a xmlns=\"urn:a\"><b/></a>", "<a xmlns=\"urn:a\"><b/></a>"),
+        ];
+        for (payload, embedded) in cases {
+            let mut out = Vec::new();
+            XmlElement::parse(payload.as_bytes(), &limits()).unwrap().write_embedded(&mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), embedded);
+        }
+        let atom = XmlElement::for_payload(b"<feed/>", Some("application/atom+xml"), &limits());
+        assert_eq!(atom.name(), &QName::new(TOLK, PAYLOAD_WRAPPER));
     }
 
     #[test]

@@ -60,6 +60,9 @@ label_enum! {
         Bridge => "bridge",
         /// Another node of this cluster (`[cluster]`), through NATS.
         Cluster => "cluster",
+        /// XMPP publish-subscribe (XEP-0060). Last, because kept messages store a protocol's
+        /// index (`tolk_core::store::record`): a new protocol must not renumber the others.
+        Xmpp => "xmpp",
     }
 }
 

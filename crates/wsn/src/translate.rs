@@ -59,27 +59,10 @@ pub fn message_from_notification(
     Ok(message)
 }
 
-/// The element that carries a core payload inside `wsnt:Message` (or alone, for UseRaw).
-///
-/// A payload is embedded as the XML element it is only when nothing more specific than "XML"
-/// is known about it: no content type, `application/xml` or `text/xml`. Anything else (markup
-/// published as `text/html`, `image/svg+xml`, `application/atom+xml`, …) is wrapped, so that the
-/// wrapper's `contentType` keeps what an embedded element would lose: the consumer would
-/// otherwise see `application/xml` (the all-pairs matrix found this).
+/// The element that carries a core payload inside `wsnt:Message` (or alone, for UseRaw): see
+/// [`XmlElement::for_payload`] for when a payload is embedded as itself.
 pub(crate) fn element_of(message: &Message, limits: &Limits) -> XmlElement {
-    let content_type = message.props.content_type.as_deref();
-    if content_type.is_none_or(is_generic_xml) {
-        XmlElement::from_payload(&message.payload, content_type, limits)
-    } else {
-        XmlElement::wrap_payload(&message.payload, content_type)
-    }
-}
-
-/// `application/xml` or `text/xml` (RFC 7303), parameters and case ignored: the content types
-/// an embedded element says by itself.
-fn is_generic_xml(content_type: &str) -> bool {
-    let essence = content_type.split(';').next().unwrap_or_default().trim();
-    essence.eq_ignore_ascii_case("application/xml") || essence.eq_ignore_ascii_case("text/xml")
+    XmlElement::for_payload(&message.payload, message.props.content_type.as_deref(), limits)
 }
 
 /// The namespace to write a delivered topic in: that of the first filter matching it.

@@ -18,6 +18,7 @@ pub use transport::{ByteStream, Reader, Transport, TransportKind, Writer};
 
 use std::future::Future;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -31,6 +32,7 @@ use crate::listener::linger;
 use crate::router::Session;
 use crate::store::StoreError;
 use tolk_metrics::CloseReason;
+use tolk_tls::Tls;
 
 /// How long the last bytes (a close, an error frame) may take to be written before the socket
 /// is closed anyway.
@@ -90,6 +92,18 @@ pub trait ProtocolSession: Send {
 
     /// The broker is shutting down: say the protocol's goodbye.
     fn begin_shutdown(&mut self, now: Instant);
+
+    /// The session agreed to a STARTTLS upgrade (XMPP): once its pending output (the
+    /// protocol's go-ahead) is written, the driver runs the server side of a TLS handshake on
+    /// the same TCP connection and carries on over TLS. Input read before the handshake is
+    /// discarded, as RFC 6120 §5.4.3.3 asks: nothing sent in clear may count as sent under TLS.
+    fn take_start_tls(&mut self) -> Option<Arc<Tls>> {
+        None
+    }
+
+    /// The STARTTLS handshake completed; `identity` is the user a client certificate names
+    /// (`[tls] use_identity_as_username`).
+    fn tls_started(&mut self, _identity: Option<Arc<str>>, _now: Instant) {}
 
     /// Bytes waiting to be written.
     fn pending_output(&self) -> &[u8];
@@ -176,12 +190,52 @@ pub fn drive<S: ProtocolSession>(
 ) -> impl Future<Output = CloseReason> + Send {
     let mut driver = Driver { session, stream, input, shutdown, signal, limits };
     async move {
-        let reason = run(&mut driver).await;
+        let reason = loop {
+            match run(&mut driver).await {
+                Step::Closed(reason) => break reason,
+                // Boxed, as the close below: once per connection at most.
+                Step::StartTls(tls) => match Box::pin(start_tls(driver, tls)).await {
+                    Ok(upgraded) => driver = upgraded,
+                    Err(reason) => return reason,
+                },
+            }
+        };
         let Driver { session, stream, shutdown, .. } = driver;
         // Boxed: the close runs once per connection, and its futures (a timer, a write, the
         // linger) should not size the task of every idle one.
         Box::pin(close(session, reason, stream, shutdown)).await;
         reason
+    }
+}
+
+/// Why [`run`] returned.
+enum Step {
+    /// The connection is over.
+    Closed(CloseReason),
+    /// The session asked for TLS (see [`ProtocolSession::take_start_tls`]).
+    StartTls(Arc<Tls>),
+}
+
+/// Runs the TLS handshake on the driver's plain TCP connection: the driver again, over TLS, or
+/// why the connection ended (the session is released then, and the socket closed).
+async fn start_tls<S: ProtocolSession>(driver: Driver<S>, tls: Arc<Tls>) -> Result<Driver<S>, CloseReason> {
+    let Driver { mut session, stream, shutdown, signal, limits, .. } = driver;
+    let Transport::Tcp(tcp) = stream else {
+        debug!("STARTTLS asked on a connection that is not plain TCP");
+        session.release(CloseReason::ProtocolError);
+        return Err(CloseReason::ProtocolError);
+    };
+    match tls.accept(tcp).await {
+        Ok((stream, identity)) => {
+            session.tls_started(identity.as_deref().map(Arc::from), Instant::now());
+            let stream = Transport::layered(stream, TransportKind::Tls).with_identity(identity);
+            Ok(Driver { session, stream, input: BytesMut::new(), shutdown, signal, limits })
+        }
+        Err(error) => {
+            tracing::info!(%error, "STARTTLS handshake failed");
+            session.release(CloseReason::ProtocolError);
+            Err(CloseReason::ProtocolError)
+        }
     }
 }
 
@@ -229,7 +283,7 @@ fn handle_due<S: ProtocolSession>(session: &mut S, deadline: Option<Instant>, re
     true
 }
 
-async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
+async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> Step {
     let Driver { session, stream, input, shutdown, signal, limits } = driver;
     let limits = &*limits;
     let (mut reader, mut writer) = stream.split();
@@ -247,7 +301,7 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
     let mut write_progress = Instant::now();
     loop {
         if let Some(reason) = session.finished() {
-            return reason;
+            return Step::Closed(reason);
         }
         // Empty until bytes arrive, and released once they are all handled: an idle
         // connection holds no read buffer.
@@ -258,10 +312,13 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> CloseReason {
         let stalled_at = limits.write_timeout.filter(|_| backlog > 0).map(|t| write_progress + t);
         if stalled_at.is_some_and(|at| at <= Instant::now()) {
             debug!(timeout = ?limits.write_timeout, backlog, "output not taken in time; slow consumer");
-            return CloseReason::SlowConsumer;
+            return Step::Closed(CloseReason::SlowConsumer);
         }
         if backlog == 0 {
             write_progress = Instant::now();
+            if let Some(tls) = session.take_start_tls() {
+                return Step::StartTls(tls);
+            }
         }
         let deadline = match (session.poll_timeout(), stalled_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
