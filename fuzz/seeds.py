@@ -543,3 +543,38 @@ write("payload_convert", "xml-plain-to-json", pick(2, 0) + b'<?xml version="1.0"
 write("payload_convert", "senml-json-to-cbor", pick(3, 4) + b'[{"bn":"urn:dev:ow:10e2073a01080063:","n":"temp",'
       b'"u":"Cel","v":23.1,"t":1.276020076e9},{"n":"d","vd":"AP8","vb":false,"vs":"s"}]')
 write("payload_convert", "senml-cbor-to-xml", pick(4, 2) + bytes.fromhex("81a30061740201084200ff"))
+
+
+# ---------------------------------------------------------------- XMPP
+# A slixmpp session as it goes over the wire (RFC 6120 §9 examples, XEP-0060 §6-8 requests),
+# then hostile inputs RFC 6120 §11.1 forbids. xmpp_stream takes a mode byte (bit 0: small
+# limits, bit 1: reset after <starttls/>) and a split byte first; xmpp_session the bytes alone.
+
+XMPP_HEADER = (b"<?xml version='1.0'?><stream:stream to='localhost' xmlns='jabber:client' "
+               b"xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>")
+XMPP_SESSION = (XMPP_HEADER
+    + b"<auth xmlns='urn:ietf:params:xml:ns:xmpp-sasl' mechanism='PLAIN'>AGFsaWNlAHNlY3JldA==</auth>"
+    + XMPP_HEADER
+    + b"<iq type='set' id='b'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'><resource>r</resource></bind></iq>"
+    + b"<iq type='get' id='p' to='localhost'><ping xmlns='urn:xmpp:ping'/></iq>"
+    + b"<iq type='get' id='d' to='pubsub.localhost'><query xmlns='http://jabber.org/protocol/disco#info'/></iq>"
+    + b"<iq type='set' id='s' to='pubsub.localhost'><pubsub xmlns='http://jabber.org/protocol/pubsub'>"
+    + b"<subscribe node='a/+' jid='alice@localhost'/></pubsub></iq>"
+    + b"<iq type='set' id='u' to='pubsub.localhost'><pubsub xmlns='http://jabber.org/protocol/pubsub'>"
+    + b"<publish node='a/b'><item id='1'><entry xmlns='http://www.w3.org/2005/Atom'><title>hi &amp; bye</title>"
+    + b"</entry></item></publish></pubsub></iq>"
+    + b"<iq type='get' id='i' to='pubsub.localhost'><pubsub xmlns='http://jabber.org/protocol/pubsub'>"
+    + b"<items node='a/b'/></pubsub></iq>"
+    + b"<iq type='set' id='g' to='pubsub.localhost'><pubsub xmlns='http://jabber.org/protocol/pubsub#owner'>"
+    + b"<purge node='a/b'/></pubsub></iq> \n</stream:stream>")
+XMPP_HOSTILE = {
+    "billion-laughs": XMPP_HEADER + b"<!DOCTYPE l [<!ENTITY a 'aa'><!ENTITY b '&a;&a;'>]><iq>&b;</iq>",
+    "before-auth": XMPP_HEADER + b"<iq type='get' id='1'><ping xmlns='urn:xmpp:ping'/></iq>",
+    "deep": XMPP_HEADER + b"<iq>" + b"<a>" * 40,
+    "starttls-smuggle": XMPP_HEADER + b"<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>" + XMPP_HEADER,
+}
+write("xmpp_session", "pubsub", XMPP_SESSION)
+write("xmpp_stream", "pubsub", b"\x00\x07" + XMPP_SESSION)
+for name, data in XMPP_HOSTILE.items():
+    write("xmpp_session", name, data)
+    write("xmpp_stream", name, b"\x02\x03" + data)
