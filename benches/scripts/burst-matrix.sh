@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The OKSE burst matrix for tolk: for every pair of protocols whose listeners tolk has and
-# tolk-bench speaks (today MQTT, STOMP and AMQP 0.9.1), publish bursts of 100 messages over one
-# protocol to a subscriber on the other and time until the 100th arrives.
+# tolk-bench speaks (MQTT, MQTT-SN, STOMP, AMQP 0.9.1, WS-Notification and XMPP with tolk's
+# default configuration: a 6×6 matrix), publish bursts of 100 messages over one protocol to a
+# subscriber on the other and time until the 100th arrives.
 #
 # Usage: benches/scripts/burst-matrix.sh [OUT_JSON]
 # Environment: JOBS (cargo -j, default 2), ITERATIONS (bursts per cell, default 10).
@@ -17,7 +18,7 @@ mkdir -p "$(dirname "$OUT")"
 build_release
 start_tolk
 ENDPOINTS=()
-for protocol in mqtt mqttsn stomp amqp wsn; do
+for protocol in mqtt mqttsn stomp amqp wsn xmpp; do
     if url=$(target_url tolk $protocol); then ENDPOINTS+=(--endpoint "$url"); fi
 done
 [[ ${#ENDPOINTS[@]} -gt 0 ]] || { echo "tolk has no listener tolk-bench can speak to" >&2; exit 1; }

@@ -20,7 +20,7 @@ build_release
 start_tolk
 PROTOCOLS=()
 declare -A URL=()
-for protocol in mqtt mqttsn stomp amqp wsn; do
+for protocol in mqtt mqttsn stomp amqp wsn xmpp; do
     if URL[$protocol]=$(target_url tolk $protocol); then PROTOCOLS+=("$protocol"); fi
 done
 machine_info >"$OUT/machine.txt"

@@ -387,8 +387,9 @@ stop_broker() {
     BROKER_IS_CHILD=1
 }
 
-# The URL tolk-bench should use for protocol $2 (mqtt, mqttsn, stomp, amqp, wsn) on the
-# running broker $1; fails when that broker has no such listener.
+# The URL tolk-bench should use for protocol $2 (mqtt, mqttsn, stomp, amqp, wsn, xmpp) on the
+# running broker $1; fails when that broker has no such listener. tolk's XMPP listener is its
+# [xmpp] bind, serving the default domain (localhost) and pubsub.localhost, the URL's defaults.
 target_url() {
     local broker=$1 protocol=$2 port query=
     case $broker in

@@ -283,8 +283,9 @@ pub struct DurableArgs {
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
     /// Broker to load, as protocol://host:port: mqtt:// (TCP, default port 1883), mqttsn://
-    /// (UDP, 1884), stomp:// (61613), amqp:// (5672) or wsn://host:port/path (WS-Notification
-    /// over HTTP, port 8080, path /wsn).
+    /// (UDP, 1884), stomp:// (61613), amqp:// (5672), wsn://host:port/path (WS-Notification
+    /// over HTTP, port 8080, path /wsn) or xmpp:// (XEP-0060 pubsub, 5222; ?domain=localhost,
+    /// ?service=pubsub.<domain>). mqtt:// and xmpp:// take user:password@ before the host.
     #[arg(long, default_value = "mqtt://127.0.0.1:1883")]
     pub target: Target,
 

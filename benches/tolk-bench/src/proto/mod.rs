@@ -1,7 +1,7 @@
 //! The protocol-client abstraction: what a scenario needs from a protocol (connect a publisher,
 //! subscribe, hold an idle connection), so every scenario runs unchanged over each of tolk's
-//! five protocols (MQTT, MQTT-SN, STOMP, AMQP 0.9.1, WS-Notification) and across any two of
-//! them. Topics are given in tolk's canonical MQTT form (`bench/run/t`); each client maps them
+//! six protocols (MQTT, MQTT-SN, STOMP, AMQP 0.9.1, WS-Notification, XMPP) and across any two
+//! of them. Topics are given in tolk's canonical MQTT form (`bench/run/t`); each client maps them
 //! to its own destination syntax.
 
 pub mod amqp;
@@ -9,6 +9,7 @@ pub mod mqtt;
 pub mod mqttsn;
 pub mod stomp;
 pub mod wsn;
+pub mod xmpp;
 
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -25,6 +26,7 @@ use mqtt::{MqttConnector, MqttPublisher};
 use mqttsn::{MqttSnConnector, MqttSnPublisher};
 use stomp::{StompConnector, StompPublisher};
 use wsn::{WsnConnector, WsnPublisher};
+use xmpp::{XmppConnector, XmppPublisher};
 
 /// How long a closing client may take to say goodbye before its task is aborted.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -42,6 +44,9 @@ pub enum Protocol {
     Amqp,
     /// WS-Notification over HTTP (`wsn://host:port/path`, default port 8080 and path `/wsn`).
     Wsn,
+    /// XMPP publish-subscribe (XEP-0060) over a client stream (`xmpp://host:port`, default
+    /// port 5222).
+    Xmpp,
 }
 
 impl Protocol {
@@ -53,6 +58,7 @@ impl Protocol {
             Protocol::Stomp => "stomp",
             Protocol::Amqp => "amqp",
             Protocol::Wsn => "wsn",
+            Protocol::Xmpp => "xmpp",
         }
     }
 
@@ -63,15 +69,19 @@ impl Protocol {
             Protocol::Stomp => 61613,
             Protocol::Amqp => 5672,
             Protocol::Wsn => 8080,
+            Protocol::Xmpp => 5222,
         }
     }
 }
 
 /// Every scheme `--target` accepts, for error messages.
-const SCHEMES: &str = "mqtt, mqttsn, stomp, amqp, wsn";
+const SCHEMES: &str = "mqtt, mqttsn, stomp, amqp, wsn, xmpp";
 
 /// Where tolk serves WS-Notification on its HTTP port unless configured otherwise.
 const DEFAULT_WSN_PATH: &str = "/wsn";
+
+/// The XMPP domain tolk serves unless configured otherwise (`[xmpp] domain`).
+const DEFAULT_XMPP_DOMAIN: &str = "localhost";
 
 /// A broker endpoint: protocol plus socket address, from `--target`.
 #[derive(Debug, Clone)]
@@ -90,8 +100,14 @@ pub struct Target {
     /// as RabbitMQ's STOMP plugin requires (it refuses slashes after `/topic/`). tolk takes
     /// `/topic/a/b/c`, the form that reaches the same topic from its other protocols.
     pub dotted_destinations: bool,
-    /// MQTT only (`mqtt://user:password@host:port`): the user every connection logs in as.
+    /// MQTT and XMPP (`mqtt://user:password@host:port`): the user every connection logs in as.
     pub credentials: Option<(String, String)>,
+    /// XMPP only (`?domain=`): the domain streams are opened to, the server's name for itself
+    /// (tolk's `[xmpp] domain`, `localhost` by default); empty for the other protocols.
+    pub domain: String,
+    /// XMPP only (`?service=`): the JID of the publish-subscribe service, `pubsub.<domain>`
+    /// unless given (tolk's, and the usual name of Prosody's component); empty otherwise.
+    pub pubsub_service: String,
 }
 
 impl Target {
@@ -116,22 +132,39 @@ impl std::str::FromStr for Target {
             "stomp" => Protocol::Stomp,
             "amqp" => Protocol::Amqp,
             "wsn" => Protocol::Wsn,
+            "xmpp" => Protocol::Xmpp,
             other => bail!("unsupported protocol `{other}` (supported: {SCHEMES})"),
         };
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let dotted_destinations = match (protocol, query) {
-            (_, "") => false,
-            (Protocol::Stomp, "destinations=dotted") => true,
-            (Protocol::Stomp, "destinations=slashed") => false,
-            (_, query) => bail!("unknown option `{query}` in {url} (STOMP targets take ?destinations=dotted)"),
-        };
+        let mut dotted_destinations = false;
+        let (mut domain, mut pubsub_service) = (String::new(), String::new());
+        for option in query.split('&').filter(|o| !o.is_empty()) {
+            match (protocol, option.split_once('=').unwrap_or((option, ""))) {
+                (Protocol::Stomp, ("destinations", "dotted")) => dotted_destinations = true,
+                (Protocol::Stomp, ("destinations", "slashed")) => dotted_destinations = false,
+                (Protocol::Xmpp, ("domain", name)) if !name.is_empty() => domain = name.to_owned(),
+                (Protocol::Xmpp, ("service", jid)) if !jid.is_empty() => pubsub_service = jid.to_owned(),
+                _ => bail!(
+                    "unknown option `{option}` in {url} (STOMP targets take ?destinations=dotted, XMPP \
+                     targets ?domain=NAME&service=JID)"
+                ),
+            }
+        }
+        if protocol == Protocol::Xmpp {
+            if domain.is_empty() {
+                domain = DEFAULT_XMPP_DOMAIN.to_owned();
+            }
+            if pubsub_service.is_empty() {
+                pubsub_service = format!("pubsub.{domain}");
+            }
+        }
         let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
         let (credentials, authority) = match authority.rsplit_once('@') {
-            Some((userinfo, host)) if protocol == Protocol::Mqtt => {
+            Some((userinfo, host)) if matches!(protocol, Protocol::Mqtt | Protocol::Xmpp) => {
                 let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
                 (Some((user.to_owned(), password.to_owned())), host)
             }
-            Some(_) => bail!("only mqtt targets take a user (mqtt://user:password@host:port): {url}"),
+            Some(_) => bail!("only mqtt and xmpp targets take a user (mqtt://user:password@host:port): {url}"),
             None => (None, authority),
         };
         let path = match (protocol, path.trim_end_matches('/')) {
@@ -150,7 +183,7 @@ impl std::str::FromStr for Target {
             .with_context(|| format!("cannot resolve {host}"))?
             .next()
             .with_context(|| format!("{host} resolves to no address"))?;
-        Ok(Target { protocol, host, port, addr, path, dotted_destinations, credentials })
+        Ok(Target { protocol, host, port, addr, path, dotted_destinations, credentials, domain, pubsub_service })
     }
 }
 
@@ -296,6 +329,8 @@ pub enum AnyConnector {
     MqttSn(MqttSnConnector),
     /// WS-Notification.
     Wsn(WsnConnector),
+    /// XMPP publish-subscribe.
+    Xmpp(XmppConnector),
 }
 
 impl AnyConnector {
@@ -307,6 +342,7 @@ impl AnyConnector {
             Protocol::Amqp => AnyConnector::Amqp(AmqpConnector::new(target)),
             Protocol::MqttSn => AnyConnector::MqttSn(MqttSnConnector::new(target, payload)),
             Protocol::Wsn => AnyConnector::Wsn(WsnConnector::new(target)),
+            Protocol::Xmpp => AnyConnector::Xmpp(XmppConnector::new(target, payload)),
         }
     }
 }
@@ -324,6 +360,8 @@ pub enum AnyPublisher {
     MqttSn(MqttSnPublisher),
     /// WS-Notification.
     Wsn(WsnPublisher),
+    /// XMPP publish-subscribe.
+    Xmpp(XmppPublisher),
 }
 
 impl Publisher for AnyPublisher {
@@ -334,6 +372,7 @@ impl Publisher for AnyPublisher {
             AnyPublisher::Amqp(p) => p.publish(topic, payload).await,
             AnyPublisher::MqttSn(p) => p.publish(topic, payload).await,
             AnyPublisher::Wsn(p) => p.publish(topic, payload).await,
+            AnyPublisher::Xmpp(p) => p.publish(topic, payload).await,
         }
     }
 
@@ -344,6 +383,7 @@ impl Publisher for AnyPublisher {
             AnyPublisher::Amqp(p) => p.prepare(topic).await,
             AnyPublisher::MqttSn(p) => p.prepare(topic).await,
             AnyPublisher::Wsn(p) => p.prepare(topic).await,
+            AnyPublisher::Xmpp(p) => p.prepare(topic).await,
         }
     }
 
@@ -354,6 +394,7 @@ impl Publisher for AnyPublisher {
             AnyPublisher::Amqp(p) => (*p).close().await,
             AnyPublisher::MqttSn(p) => p.close().await,
             AnyPublisher::Wsn(p) => p.close().await,
+            AnyPublisher::Xmpp(p) => p.close().await,
         }
     }
 }
@@ -368,6 +409,7 @@ impl Connector for AnyConnector {
             AnyConnector::Amqp(c) => AnyPublisher::Amqp(Box::new(c.publisher(client_id, qos).await?)),
             AnyConnector::MqttSn(c) => AnyPublisher::MqttSn(c.publisher(client_id, qos).await?),
             AnyConnector::Wsn(c) => AnyPublisher::Wsn(c.publisher(client_id, qos).await?),
+            AnyConnector::Xmpp(c) => AnyPublisher::Xmpp(c.publisher(client_id, qos).await?),
         })
     }
 
@@ -385,6 +427,7 @@ impl Connector for AnyConnector {
             AnyConnector::Amqp(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
             AnyConnector::MqttSn(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
             AnyConnector::Wsn(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
+            AnyConnector::Xmpp(c) => c.subscribe(client_id, topic, qos, clock, buffer).await,
         }
     }
 
@@ -395,6 +438,7 @@ impl Connector for AnyConnector {
             AnyConnector::Amqp(c) => c.idle(client_id).await,
             AnyConnector::MqttSn(c) => c.idle(client_id).await,
             AnyConnector::Wsn(c) => c.idle(client_id).await,
+            AnyConnector::Xmpp(c) => c.idle(client_id).await,
         }
     }
 }
@@ -409,6 +453,22 @@ mod tests {
         assert_eq!(t.credentials, Some(("bench".to_owned(), "s3cret".to_owned())));
         assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 1999));
         assert!("stomp://u:p@127.0.0.1".parse::<Target>().is_err());
+        let t: Target = "xmpp://bench:pw@127.0.0.1".parse().unwrap();
+        assert_eq!((t.credentials, t.port), (Some(("bench".to_owned(), "pw".to_owned())), 5222));
+    }
+
+    #[test]
+    fn xmpp_targets_take_a_domain_and_a_service() {
+        let t: Target = "xmpp://127.0.0.1:15222".parse().unwrap();
+        assert_eq!((t.domain.as_str(), t.pubsub_service.as_str(), t.port), ("localhost", "pubsub.localhost", 15222));
+        let t: Target = "xmpp://127.0.0.1?domain=example.org".parse().unwrap();
+        assert_eq!((t.domain.as_str(), t.pubsub_service.as_str()), ("example.org", "pubsub.example.org"));
+        let t: Target = "xmpp://127.0.0.1?service=ps.example.org&domain=example.org".parse().unwrap();
+        assert_eq!((t.domain.as_str(), t.pubsub_service.as_str()), ("example.org", "ps.example.org"));
+        assert!("xmpp://127.0.0.1?destinations=dotted".parse::<Target>().is_err());
+        assert!("stomp://127.0.0.1?domain=x".parse::<Target>().is_err());
+        assert!("xmpp://127.0.0.1/path".parse::<Target>().is_err());
+        assert!("mqtt://127.0.0.1".parse::<Target>().unwrap().domain.is_empty());
     }
 
     #[test]
@@ -432,13 +492,14 @@ mod tests {
             ("stomp://127.0.0.1", Protocol::Stomp, 61613),
             ("amqp://127.0.0.1", Protocol::Amqp, 5672),
             ("wsn://127.0.0.1", Protocol::Wsn, 8080),
+            ("xmpp://127.0.0.1", Protocol::Xmpp, 5222),
         ] {
             let t: Target = url.parse().unwrap();
             assert_eq!((t.protocol, t.port), (protocol, port), "{url}");
             assert_eq!(t.protocol.scheme(), url.split_once(':').unwrap().0);
         }
         let error = "amqp-ish://x".parse::<Target>().unwrap_err().to_string();
-        assert!(error.contains("mqtt, mqttsn, stomp, amqp, wsn"), "{error}");
+        assert!(error.contains("mqtt, mqttsn, stomp, amqp, wsn, xmpp"), "{error}");
         assert!("127.0.0.1:1883".parse::<Target>().is_err());
     }
 
