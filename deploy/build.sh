@@ -29,7 +29,7 @@ apt_install() {
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-packages=(lld)
+packages=(lld-16)
 for t in "${targets[@]}"; do
   case "$t" in
     aarch64-unknown-linux-gnu)     packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
@@ -44,13 +44,19 @@ for t in "${targets[@]}"; do
   grep -qx "$t" <<<"$installed" || rustup target add "$t"
 done
 
-# Linked by LLVM's lld (Debian package lld) with identical code folding: generic code that
+# Linked by LLVM's lld 16 (Debian package lld-16) with identical code folding: generic code that
 # compiles to the same machine code for several types is kept once, about 0.1 MB off each
-# binary at no cost at run time (docs/deploy-pi.md, "Binary size"). A cross gcc looks for
-# `ld.lld` in its -B directories, not on PATH, hence the directory of one link.
+# binary at no cost at run time. Relative relocations are packed (DT_RELR, `-z
+# pack-relative-relocs`, lld 15 and later): the position-independent binary keeps its ASLR and
+# its relocation table shrinks from about 280 KB to a few KB. The loader must know DT_RELR:
+# glibc 2.36 (Debian 12, Raspberry Pi OS bookworm) and later; the binary says so with a
+# GLIBC_ABI_DT_RELR dependency, and the package with `libc6 (>= 2.36)` (docs/deploy-pi.md,
+# "Binary size"). A cross gcc looks for `ld.lld` in its -B directories, not on PATH, hence the
+# directory of one link.
 mkdir -p target/lld
-ln -sf "$(command -v ld.lld)" target/lld/ld.lld
+ln -sf "$(command -v ld.lld-16)" target/lld/ld.lld
 lld_flags="-Clink-arg=-fuse-ld=lld -Clink-arg=-B$PWD/target/lld -Clink-arg=-Wl,--icf=all"
+lld_flags+=" -Clink-arg=-Wl,-z,pack-relative-relocs"
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS=$lld_flags
 export CARGO_TARGET_ARMV7_UNKNOWN_LINUX_GNUEABIHF_RUSTFLAGS=$lld_flags
 

@@ -31,7 +31,7 @@ step() {
 }
 
 step "Debian packages"
-packages=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross lld
+packages=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross lld-16
           qemu-user mosquitto-clients curl iproute2)
 [[ ${TOLK_DEB_ROOT_CHECK:-1} == 0 ]] || packages+=(qemu-user-static debootstrap)
 missing=()

@@ -52,6 +52,10 @@ cp "$config" "$out/tolk.toml"   # the same file beside the packages, for a look 
 # The lowest glibc the binary runs on, from its versioned dynamic symbols.
 glibc=$("$gnu-objdump" -T "$binary" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n1)
 [[ -n $glibc ]] || { echo "package.sh: no GLIBC symbol versions found in $binary" >&2; exit 1; }
+# Packed relative relocations (deploy/build.sh) need a loader that reads DT_RELR: glibc 2.36.
+if "$gnu-objdump" -p "$binary" | grep -q 'GLIBC_ABI_DT_RELR'; then
+  glibc=$(printf '%s\n2.36\n' "$glibc" | sort -V | tail -n1)
+fi
 
 install -m 0755 deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm "$stage/DEBIAN/"
 echo /etc/tolk/tolk.toml > "$stage/DEBIAN/conffiles"
@@ -66,7 +70,7 @@ Depends: libc6 (>= $glibc), adduser
 Section: net
 Priority: optional
 Homepage: https://example.invalid/tolk
-Description: multi-protocol IoT broker (MQTT, MQTT-SN, STOMP, AMQP, WS-Notification)
+Description: multi-protocol IoT broker (MQTT, MQTT-SN, STOMP, AMQP, WS-Notification, XMPP)
  tolk lets publishers and subscribers that speak different pub/sub protocols
  share one topic space: MQTT 3.1.1/5, MQTT-SN 1.2, STOMP 1.2, AMQP 0.9.1 and
  SOAP WS-Notification. It runs as a systemd service (user tolk, state in

@@ -3,8 +3,7 @@ front end, with Debian's Prosody 0.12 as the reference server.
 
 Every check that is plain RFC 6120 / XEP-0030 / XEP-0060 / XEP-0199 runs against both servers
 (the `server` fixture, params "prosody" and "tolk") and must pass against Prosody: that proves the
-test itself is right, so a failure against tolk is tolk's. The "tolk" param skips while tolk's
-default configuration has no `[xmpp]` listener. Proven for both servers:
+test itself is right, so a failure against tolk is tolk's. Proven for both servers:
 
 - a client connects, is offered STARTTLS and uses it (certificate for `localhost` checked against
   the test CA), logs in with SASL PLAIN, binds a resource, gets answers to the legacy session iq
@@ -116,8 +115,6 @@ def prosody_server(tmp_path_factory):
 
 
 def tolk_xmpp(broker):
-    if "xmpp" not in broker.ports:
-        pytest.skip("tolk has no [xmpp] listener yet")
     return XmppServer("tolk", broker.host, broker.port("xmpp"), "localhost", "pubsub.localhost", broker.ca_file, broker=broker)
 
 
@@ -142,8 +139,6 @@ def tolk_auth(tmp_path_factory):
         disabled=("mqttsn", "wsn"),
         extra=f'[auth]\npassword_file = "{PASSWD}"\n',
     )
-    if "xmpp" not in b.ports:
-        pytest.skip("tolk has no [xmpp] listener yet")
     b.start()
     yield XmppServer(
         "tolk", b.host, b.port("xmpp"), "localhost", "pubsub.localhost", b.ca_file, users={"alice": "wonder land"}, broker=b

@@ -62,6 +62,21 @@ pub struct Payload {
     pub form: PayloadForm,
 }
 
+impl Payload {
+    /// The payload a tolk wrapper holds, from the wrapper's `encoding` and `contentType`
+    /// attributes and its text; `None` when the encoding is unknown or the base64 is broken.
+    /// For a front end that has parsed the wrapper element itself (XMPP), so that a payload
+    /// crossing any XML protocol unwraps by one rule.
+    pub fn unwrap(encoding: Option<&str>, content_type: Option<&str>, text: &str) -> Option<Payload> {
+        let (bytes, form) = match encoding {
+            Some("text") => (Bytes::from(text.to_owned()), PayloadForm::Text),
+            Some("base64") => (Bytes::from(crate::base64::decode(text)?), PayloadForm::Base64),
+            _ => return None,
+        };
+        Some(Payload { bytes, content_type: content_type.map(str::to_owned), form })
+    }
+}
+
 impl XmlElement {
     /// The element a parse kept whole.
     pub(crate) fn from_captured(captured: Captured) -> Self {
@@ -160,13 +175,7 @@ impl XmlElement {
         }
         let doc = dom::parse(&self.bytes, limits, &Plan::PLAIN).ok()?;
         let root = doc.root().filter(|r| r.children.is_empty())?;
-        let content_type = root.attr(None, "contentType").map(str::to_owned);
-        let (bytes, form) = match root.attr(None, "encoding") {
-            Some("text") => (Bytes::from(root.text.clone()), PayloadForm::Text),
-            Some("base64") => (Bytes::from(crate::base64::decode(&root.text)?), PayloadForm::Base64),
-            _ => return None,
-        };
-        Some(Payload { bytes, content_type, form })
+        Payload::unwrap(root.attr(None, "encoding"), root.attr(None, "contentType"), &root.text)
     }
 
     /// The element's expanded name.

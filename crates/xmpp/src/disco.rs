@@ -1,52 +1,76 @@
 //! XEP-0030 service discovery: what the server and its publish-subscribe service say they are.
+//! The answers are fixed text: nothing in them depends on the request but a node name.
 
-use xmpp_codec::Element;
-
-use crate::pubsub;
+use quick_xml::escape::escape;
 
 /// disco#info.
 pub(crate) const INFO_NS: &str = "http://jabber.org/protocol/disco#info";
 /// disco#items.
 pub(crate) const ITEMS_NS: &str = "http://jabber.org/protocol/disco#items";
 
-fn identity(category: &str, kind: &str) -> Element {
-    Element::new("identity", INFO_NS).with_attr("category", category).with_attr("type", kind)
-}
-
-fn feature(var: &str) -> Element {
-    Element::new("feature", INFO_NS).with_attr("var", var)
-}
-
 /// The server: an IM server that answers pings and has a pubsub service among its items.
-pub(crate) fn server_info() -> Element {
-    Element::new("query", INFO_NS)
-        .with_child(identity("server", "im").with_attr("name", "tolk"))
-        .with_child(feature(INFO_NS))
-        .with_child(feature(ITEMS_NS))
-        .with_child(feature("urn:xmpp:ping"))
-}
+pub(crate) const SERVER_INFO: &str = concat!(
+    "<query xmlns='http://jabber.org/protocol/disco#info'>",
+    "<identity category='server' type='im' name='tolk'/>",
+    "<feature var='http://jabber.org/protocol/disco#info'/>",
+    "<feature var='http://jabber.org/protocol/disco#items'/>",
+    "<feature var='urn:xmpp:ping'/></query>"
+);
+
+/// The pubsub features (XEP-0060 §10) after the identity of the service or a node.
+const PUBSUB_FEATURES: &str = concat!(
+    "<feature var='http://jabber.org/protocol/disco#info'/>",
+    "<feature var='http://jabber.org/protocol/disco#items'/>",
+    "<feature var='http://jabber.org/protocol/pubsub'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#auto-create'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#auto-subscribe'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#delete-nodes'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#item-ids'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#persistent-items'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#publish'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#purge-nodes'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#retrieve-items'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#retrieve-subscriptions'/>",
+    "<feature var='http://jabber.org/protocol/pubsub#subscribe'/>"
+);
 
 /// The server's items: the pubsub service.
-pub(crate) fn server_items(pubsub_jid: &str) -> Element {
-    let item = Element::new("item", ITEMS_NS).with_attr("jid", pubsub_jid).with_attr("name", "Publish-Subscribe");
-    Element::new("query", ITEMS_NS).with_child(item)
+pub(crate) fn server_items(pubsub_jid: &str) -> String {
+    format!("<query xmlns='{ITEMS_NS}'><item jid='{}' name='Publish-Subscribe'/></query>", escape(pubsub_jid))
 }
 
 /// The pubsub service (no `node`), or one of its nodes: every topic is a leaf node.
-pub(crate) fn service_info(node: Option<&str>) -> Element {
-    let mut query = Element::new("query", INFO_NS);
+pub(crate) fn service_info(node: Option<&str>) -> String {
     match node {
-        Some(node) => {
-            query.set_attr("node", node);
-            query.push_child(identity("pubsub", "leaf"));
+        Some(node) => format!(
+            "<query xmlns='{INFO_NS}' node='{}'><identity category='pubsub' type='leaf'/>{PUBSUB_FEATURES}</query>",
+            escape(node)
+        ),
+        None => format!(
+            "<query xmlns='{INFO_NS}'><identity category='pubsub' type='service' name='tolk topics'/>\
+             {PUBSUB_FEATURES}</query>"
+        ),
+    }
+}
+
+/// The empty item list of the pubsub service: nodes are topics, not listed.
+pub(crate) const SERVICE_ITEMS: &str = "<query xmlns='http://jabber.org/protocol/disco#items'/>";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_well_formed_and_name_every_feature() {
+        let limits = xmpp_codec::Limits::default();
+        for text in [SERVER_INFO.to_owned(), server_items("pubsub.d"), service_info(None), service_info(Some("a&b"))] {
+            xmpp_codec::parse_document(text.as_bytes(), &limits).expect(&text);
         }
-        None => query.push_child(identity("pubsub", "service").with_attr("name", "tolk topics")),
+        let info = service_info(None);
+        let features = ["publish", "subscribe", "retrieve-items", "purge-nodes", "delete-nodes", "auto-create"];
+        for feature in features {
+            assert!(info.contains(&format!("'http://jabber.org/protocol/pubsub#{feature}'")), "{feature}");
+        }
+        assert!(service_info(Some("a&b")).contains("node='a&amp;b'"));
     }
-    query.push_child(feature(INFO_NS));
-    query.push_child(feature(ITEMS_NS));
-    query.push_child(feature(pubsub::NS));
-    for name in pubsub::FEATURES {
-        query.push_child(feature(&format!("{}#{name}", pubsub::NS)));
-    }
-    query
 }

@@ -18,20 +18,6 @@ pub(crate) const EVENT_NS: &str = "http://jabber.org/protocol/pubsub#event";
 /// Application error conditions.
 const ERRORS_NS: &str = "http://jabber.org/protocol/pubsub#errors";
 
-/// The pubsub features this service has, as disco#info lists them (XEP-0060 §10).
-pub(crate) const FEATURES: [&str; 10] = [
-    "auto-create",
-    "auto-subscribe",
-    "delete-nodes",
-    "item-ids",
-    "persistent-items",
-    "publish",
-    "purge-nodes",
-    "retrieve-items",
-    "retrieve-subscriptions",
-    "subscribe",
-];
-
 /// One pubsub request.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Request {

@@ -26,14 +26,6 @@ impl Mechanism {
             _ => None,
         }
     }
-
-    /// Its registered name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mechanism::Plain => "PLAIN",
-            Mechanism::Anonymous => "ANONYMOUS",
-        }
-    }
 }
 
 /// What a PLAIN message claims.

@@ -104,9 +104,11 @@ pub(crate) struct XmppSession {
     finished: Option<CloseReason>,
 }
 
-/// The answer to an `iq`: a result (with its payload), an error, or bytes written already.
+/// The answer to an `iq`: a result (with its payload, as an element or as fixed text), an
+/// error, or bytes written already.
 enum Answer {
     Result(Option<Element>),
+    Text(String),
     Error(StanzaError),
     Written,
 }
@@ -331,35 +333,36 @@ impl XmppSession {
             return self.stream_error("unsupported-version", Some("XMPP 1.0 streams only"), CloseReason::ProtocolError);
         }
         let features = self.features();
-        self.write(&features);
+        self.out.extend_from_slice(features.as_bytes());
         self.phase = Phase::Negotiating;
     }
 
     /// The stream features for where the stream is (RFC 6120 §4.3.2).
-    fn features(&self) -> Element {
-        let mut features = Element::new("features", xmpp_codec::STREAMS_NS);
+    fn features(&self) -> String {
         if self.user.is_some() {
-            features.push_child(Element::new("bind", BIND_NS));
-            let session = Element::new("session", SESSION_NS).with_child(Element::new("optional", SESSION_NS));
-            features.push_child(session);
-            return features;
+            return format!(
+                "<stream:features><bind xmlns='{BIND_NS}'/><session xmlns='{SESSION_NS}'><optional/></session>\
+                 </stream:features>"
+            );
         }
         let config = &self.service.config;
+        let mut features = String::from("<stream:features>");
         if !self.secure && self.service.tls.is_some() {
-            let mut starttls = Element::new("starttls", TLS_NS);
-            if config.require_tls {
-                starttls.push_child(Element::new("required", TLS_NS));
-            }
-            features.push_child(starttls);
+            let starttls = if config.require_tls {
+                format!("<starttls xmlns='{TLS_NS}'><required/></starttls>")
+            } else {
+                format!("<starttls xmlns='{TLS_NS}'/>")
+            };
+            features.push_str(&starttls);
         }
         if self.secure || !config.require_tls {
-            let mut mechanisms = Element::new("mechanisms", sasl::NS);
-            mechanisms.push_child(Element::new("mechanism", sasl::NS).with_text(Mechanism::Plain.name()));
-            if self.offers_anonymous() {
-                mechanisms.push_child(Element::new("mechanism", sasl::NS).with_text(Mechanism::Anonymous.name()));
-            }
-            features.push_child(mechanisms);
+            let anonymous = if self.offers_anonymous() { "<mechanism>ANONYMOUS</mechanism>" } else { "" };
+            features.push_str(&format!(
+                "<mechanisms xmlns='{}'><mechanism>PLAIN</mechanism>{anonymous}</mechanisms>",
+                sasl::NS
+            ));
         }
+        features.push_str("</stream:features>");
         features
     }
 
@@ -520,6 +523,18 @@ impl XmppSession {
         self.deadline = None;
     }
 
+    /// An `iq` result to `iq` whose child is `payload`, XML written already.
+    fn write_result_text(&mut self, iq: &Element, from: &str, to: &str, payload: &str) {
+        let mut head = Vec::new();
+        stanza::iq_result(iq, from, to, None).write_to(&mut head, CLIENT_NS);
+        // `<iq …/>` opened up to take the payload.
+        let open = head.strip_suffix(b"/>").unwrap_or(&head);
+        self.out.extend_from_slice(open);
+        self.out.push(b'>');
+        self.out.extend_from_slice(payload.as_bytes());
+        self.out.extend_from_slice(b"</iq>");
+    }
+
     fn full_jid(&self) -> String {
         self.jid.as_ref().map(Jid::full).unwrap_or_default()
     }
@@ -574,6 +589,7 @@ impl XmppSession {
         let jid = self.full_jid();
         match answer {
             Answer::Result(payload) => self.write(&stanza::iq_result(iq, &to, &jid, payload)),
+            Answer::Text(payload) => self.write_result_text(iq, &to, &jid, &payload),
             Answer::Error(error) => self.write(&stanza::error_reply(iq, &to, &jid, &error)),
             Answer::Written => {}
         }
@@ -585,10 +601,10 @@ impl XmppSession {
             ("get", "ping", PING_NS) => Answer::Result(None),
             ("set", "session", SESSION_NS) => Answer::Result(None),
             ("get", "query", disco::INFO_NS) if payload.attr("node").is_none() => {
-                Answer::Result(Some(disco::server_info()))
+                Answer::Text(disco::SERVER_INFO.to_owned())
             }
             ("get", "query", disco::ITEMS_NS) if payload.attr("node").is_none() => {
-                Answer::Result(Some(disco::server_items(&self.service.pubsub_jid)))
+                Answer::Text(disco::server_items(&self.service.pubsub_jid))
             }
             // An empty roster: the service keeps none.
             ("get", "query", ROSTER_NS) => Answer::Result(Some(Element::new("query", ROSTER_NS))),
@@ -600,8 +616,8 @@ impl XmppSession {
     fn service_iq(&mut self, iq: &Element, kind: &str, payload: &Element, now: Instant) -> Answer {
         match (kind, payload.name.as_str(), payload.ns.as_str()) {
             ("get", "ping", PING_NS) => Answer::Result(None),
-            ("get", "query", disco::INFO_NS) => Answer::Result(Some(disco::service_info(payload.attr("node")))),
-            ("get", "query", disco::ITEMS_NS) => Answer::Result(Some(Element::new("query", disco::ITEMS_NS))),
+            ("get", "query", disco::INFO_NS) => Answer::Text(disco::service_info(payload.attr("node"))),
+            ("get", "query", disco::ITEMS_NS) => Answer::Text(disco::SERVICE_ITEMS.to_owned()),
             (_, "pubsub", pubsub::NS | pubsub::OWNER_NS) => match pubsub::parse(kind, payload) {
                 Ok(request) => self.pubsub(iq, request, now),
                 Err(error) => Answer::Error(error),
@@ -651,8 +667,7 @@ impl XmppSession {
             self.next_id += 1;
             format!("{:x}-{:x}", self.core.id().0, self.next_id)
         });
-        let limits = &self.service.payload_limits;
-        let mut message = translate::message_from_item(node.clone(), &item_id, payload, self.origin(), now, limits);
+        let mut message = translate::message_from_item(node.clone(), &item_id, payload, self.origin(), now);
         // An item without payload is not kept: as the node's last item it would clear it.
         message.retain = self.service.config.retain_items && !message.payload.is_empty();
         let counters = self.core.router().metrics().protocol(self.core.protocol());
@@ -753,14 +768,11 @@ impl XmppSession {
             return Answer::Error(errors::bad_node(e));
         }
         let retained: Vec<_> = self.core.retained(node).into_iter().filter(|m| !m.payload.is_empty()).collect();
-        let mut head = Vec::new();
-        stanza::iq_result(iq, &self.service.pubsub_jid, &self.full_jid(), None).write_to(&mut head, CLIENT_NS);
-        // `<iq .../>` opened up to take the items.
-        let Some(open) = head.strip_suffix(b"/>") else { return Answer::Result(None) };
-        self.out.extend_from_slice(open);
-        self.out.extend_from_slice(format!("><pubsub xmlns='{}'>", pubsub::NS).as_bytes());
-        translate::write_items(&mut self.out, node, &retained, &self.service.payload_limits);
-        self.out.extend_from_slice(b"</pubsub></iq>");
+        let mut items = format!("<pubsub xmlns='{}'>", pubsub::NS).into_bytes();
+        translate::write_items(&mut items, node, &retained, &self.service.payload_limits);
+        items.extend_from_slice(b"</pubsub>");
+        let (from, to) = (self.service.pubsub_jid.clone(), self.full_jid());
+        self.write_result_text(iq, &from, &to, &String::from_utf8_lossy(&items));
         Answer::Written
     }
 

@@ -13,7 +13,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use quick_xml::escape::escape;
 use tolk_core::{Message, Origin, QoS};
-use wsn_xml::{Limits, PayloadForm, XmlElement};
+use wsn_xml::{Limits, Payload, PayloadForm, XmlElement};
 use xmpp_codec::Element;
 
 use crate::pubsub::EVENT_NS;
@@ -28,25 +28,25 @@ pub(crate) fn message_from_item(
     payload: Option<&Element>,
     origin: Origin,
     received_at: Instant,
-    limits: &Limits,
 ) -> Message {
     let mut message = Message::new(node, Bytes::new(), origin);
     message.received_at = received_at;
     message.qos = QoS::AtLeastOnce;
     message.props.message_id = Some(item_id.to_owned());
     if let Some(element) = payload {
-        let xml = element.to_bytes();
-        // The element came from a parsed stanza, so it parses again; if a limit of the payload
-        // parser says otherwise, the element travels as it is.
-        match XmlElement::parse(&xml, limits) {
-            Ok(parsed) => {
-                let payload = parsed.to_payload(limits);
+        // The tolk wrapper is undone straight from the parsed stanza; any other element is the
+        // payload, written as a standalone document (it declares its own namespaces).
+        let wrapped = element.elements().next().is_none() && element.is(wsn_xml::PAYLOAD_WRAPPER, wsn_xml::ns::TOLK);
+        let unwrapped =
+            wrapped.then(|| Payload::unwrap(element.attr("encoding"), element.attr("contentType"), &element.text()));
+        match unwrapped.flatten() {
+            Some(payload) => {
                 message.payload = payload.bytes;
                 message.props.content_type = payload.content_type;
                 message.props.payload_utf8 = (payload.form == PayloadForm::Text).then_some(true);
             }
-            Err(_) => {
-                message.payload = Bytes::from(xml);
+            None => {
+                message.payload = Bytes::from(element.to_bytes());
                 message.props.content_type = Some(wsn_xml::XML_CONTENT_TYPE.to_owned());
             }
         }
@@ -168,7 +168,7 @@ mod tests {
         );
         let wrapper = XmlElement::for_payload(b"21.5 < 22", Some("text/plain"), &limits);
         let element = xmpp_codec::parse_document(wrapper.as_bytes(), &xmpp_codec::Limits::default()).unwrap();
-        let back = message_from_item("a/b".into(), "i", Some(&element), origin(), Instant::now(), &limits);
+        let back = message_from_item("a/b".into(), "i", Some(&element), origin(), Instant::now());
         assert_eq!((&back.payload[..], back.props.content_type.as_deref()), (&b"21.5 < 22"[..], Some("text/plain")));
 
         let mut cleared = Message::new("a/b", "", origin());

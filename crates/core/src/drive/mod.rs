@@ -193,8 +193,9 @@ pub fn drive<S: ProtocolSession>(
         let reason = loop {
             match run(&mut driver).await {
                 Step::Closed(reason) => break reason,
-                // Boxed, as the close below: once per connection at most.
-                Step::StartTls(tls) => match Box::pin(start_tls(driver, tls)).await {
+                // Boxed, as the close below: once per connection at most, and the driver moves
+                // into it, so that the task of every connection does not hold room for both.
+                Step::StartTls(tls) => match Box::pin(upgrade(driver, tls)).await {
                     Ok(upgraded) => driver = upgraded,
                     Err(reason) => return reason,
                 },
@@ -216,24 +217,38 @@ enum Step {
     StartTls(Arc<Tls>),
 }
 
-/// Runs the TLS handshake on the driver's plain TCP connection: the driver again, over TLS, or
-/// why the connection ended (the session is released then, and the socket closed).
-async fn start_tls<S: ProtocolSession>(driver: Driver<S>, tls: Arc<Tls>) -> Result<Driver<S>, CloseReason> {
+/// The driver again, over TLS (see [`ProtocolSession::take_start_tls`]), or why the connection
+/// ended; the session is released then.
+async fn upgrade<S: ProtocolSession>(driver: Driver<S>, tls: Arc<Tls>) -> Result<Driver<S>, CloseReason> {
     let Driver { mut session, stream, shutdown, signal, limits, .. } = driver;
+    match start_tls(stream, tls).await {
+        Ok((stream, identity)) => {
+            session.tls_started(identity, Instant::now());
+            Ok(Driver { session, stream, input: BytesMut::new(), shutdown, signal, limits })
+        }
+        Err(reason) => {
+            session.release(reason);
+            Err(reason)
+        }
+    }
+}
+
+/// Runs the TLS handshake on a plain TCP connection. Not generic: the handshake is one copy
+/// for every protocol. (input read before it is the caller's to
+/// drop): the transport over TLS and the name a client certificate gives, or why the
+/// connection ended.
+async fn start_tls(stream: Transport, tls: Arc<Tls>) -> Result<(Transport, Option<Arc<str>>), CloseReason> {
     let Transport::Tcp(tcp) = stream else {
         debug!("STARTTLS asked on a connection that is not plain TCP");
-        session.release(CloseReason::ProtocolError);
         return Err(CloseReason::ProtocolError);
     };
     match tls.accept(tcp).await {
         Ok((stream, identity)) => {
-            session.tls_started(identity.as_deref().map(Arc::from), Instant::now());
-            let stream = Transport::layered(stream, TransportKind::Tls).with_identity(identity);
-            Ok(Driver { session, stream, input: BytesMut::new(), shutdown, signal, limits })
+            let name = identity.as_deref().map(Arc::from);
+            Ok((Transport::layered(stream, TransportKind::Tls).with_identity(identity), name))
         }
         Err(error) => {
             tracing::info!(%error, "STARTTLS handshake failed");
-            session.release(CloseReason::ProtocolError);
             Err(CloseReason::ProtocolError)
         }
     }
