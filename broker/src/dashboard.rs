@@ -270,11 +270,11 @@ fn build_snapshot(metrics: &Metrics, previous: Option<&Counts>, now: Instant) ->
             counts.cells.insert((from, to), s);
         }
     }
-    let protocols: Vec<Protocol> = Protocol::ALL
-        .iter()
-        .copied()
-        .filter(|p| ALWAYS_SHOWN.contains(p) || cells.iter().any(|c| c.from == *p || c.to == *p))
-        .collect();
+    // The client protocols first (XMPP's label comes after the bridge's and the cluster's, so
+    // that kept messages keep their protocol numbers), then the others with traffic.
+    let with_traffic = |p: &Protocol| cells.iter().any(|c| c.from == *p || c.to == *p);
+    let others = Protocol::ALL.iter().copied().filter(|p| !ALWAYS_SHOWN.contains(p) && with_traffic(p));
+    let protocols: Vec<Protocol> = ALWAYS_SHOWN.into_iter().chain(others).collect();
     let mut dropped = Vec::new();
     for &protocol in Protocol::ALL {
         for &reason in DropReason::ALL {
