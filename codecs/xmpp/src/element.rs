@@ -1,8 +1,6 @@
 //! [`Element`] and [`Node`]: the namespace-resolved tree a stanza or payload is read into, with
 //! the small builder and query surface a server needs to answer and route stanzas.
 
-use crate::write;
-
 /// An XML element with its namespace resolved, so that code matches `(name, ns)` pairs and
 /// never has to care which prefix a client chose.
 ///
@@ -115,24 +113,6 @@ impl Element {
     /// XMPP elements, whose prefixes are the sender's choice.
     pub fn is(&self, name: &str, ns: &str) -> bool {
         self.name == name && self.ns == ns
-    }
-
-    /// Serialises into `out` as the child of an element whose default namespace is
-    /// `parent_ns`, so a stanza written into a stream repeats no declaration the stream
-    /// already made: `xmlns='…'` appears only where the namespace changes (`xmlns=''` to leave
-    /// one). Elements in [`STREAMS_NS`](crate::STREAMS_NS) get the `stream:` prefix the server's
-    /// stream header declares. Text and attribute values are escaped; nothing recurses.
-    pub fn write_to(&self, out: &mut Vec<u8>, parent_ns: &str) {
-        write::element(self, out, parent_ns, true);
-    }
-
-    /// The standalone document form: every namespace declared inside the element, so any XML
-    /// parser reads it alone. Elements in [`STREAMS_NS`](crate::STREAMS_NS) are written with
-    /// `xmlns='http://etherx.jabber.org/streams'` instead of an undeclared `stream:` prefix.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        write::element(self, &mut out, "", false);
-        out
     }
 }
 

@@ -18,6 +18,27 @@ struct Open<'a> {
     prefix: Option<&'static str>,
 }
 
+/// Writing lives here, beside the writer, so that the element model does not depend on it.
+impl Element {
+    /// Serialises into `out` as the child of an element whose default namespace is
+    /// `parent_ns`, so a stanza written into a stream repeats no declaration the stream
+    /// already made: `xmlns='…'` appears only where the namespace changes (`xmlns=''` to leave
+    /// one). Elements in [`STREAMS_NS`](crate::STREAMS_NS) get the `stream:` prefix the server's
+    /// stream header declares. Text and attribute values are escaped; nothing recurses.
+    pub fn write_to(&self, out: &mut Vec<u8>, parent_ns: &str) {
+        element(self, out, parent_ns, true);
+    }
+
+    /// The standalone document form: every namespace declared inside the element, so any XML
+    /// parser reads it alone. Elements in [`STREAMS_NS`](crate::STREAMS_NS) are written with
+    /// `xmlns='http://etherx.jabber.org/streams'` instead of an undeclared `stream:` prefix.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        element(self, &mut out, "", false);
+        out
+    }
+}
+
 /// Writes `root` as the child of an element with default namespace `parent_ns`;
 /// `stream_bound` says whether the `stream:` prefix is declared around it (the stream header).
 pub(crate) fn element(root: &Element, out: &mut Vec<u8>, parent_ns: &str, stream_bound: bool) {
