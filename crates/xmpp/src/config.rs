@@ -36,6 +36,9 @@ pub struct XmppConfig {
     pub max_stanza_bytes: usize,
     /// Deepest element nesting accepted in a stanza (the stanza itself is level 1).
     pub max_depth: usize,
+    /// Stanzas one connection may send per second, a second's worth at once; a client sending
+    /// faster is slowed down (its stream is read no faster), not closed. 0 = no limit.
+    pub max_stanzas_per_second: u32,
     /// Time a new connection has to authenticate and bind a resource before it is closed.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
@@ -69,6 +72,7 @@ impl Default for XmppConfig {
             max_connections_per_address: 100,
             max_stanza_bytes: 64 * 1024,
             max_depth: 16,
+            max_stanzas_per_second: 10_000,
             connect_timeout: Duration::from_secs(10),
             max_silence: Duration::from_secs(3600),
             write_timeout: Duration::from_secs(30),

@@ -86,7 +86,11 @@ impl ProtocolSession for XmppConnection {
     }
 
     fn may_read(&self) -> bool {
-        hold::may_read(&self.held)
+        hold::may_read(&self.held) && self.session.may_read(Instant::now())
+    }
+
+    fn input_ready(&mut self, now: Instant) -> bool {
+        self.session.input_ready(now)
     }
 
     fn delivery_window(&self) -> usize {

@@ -22,6 +22,7 @@ mod pubsub;
 mod sasl;
 mod session;
 mod stanza;
+mod throttle;
 mod translate;
 
 pub use config::{XmppConfig, default_port};

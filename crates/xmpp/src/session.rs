@@ -26,6 +26,7 @@ use crate::disco;
 use crate::pubsub::{self, Request, errors};
 use crate::sasl::{self, Failure, Mechanism};
 use crate::stanza::{self, Jid, StanzaError};
+use crate::throttle::Throttle;
 use crate::translate::{self, Envelope};
 
 const TLS_NS: &str = "urn:ietf:params:xml:ns:xmpp-tls";
@@ -100,6 +101,8 @@ pub(crate) struct XmppSession {
     acks: AckLine<Vec<u8>>,
     /// Until a resource is bound, the stream must be ready by then.
     deadline: Option<Instant>,
+    /// `[xmpp] max_stanzas_per_second`; `None` without a limit.
+    throttle: Option<Throttle>,
     last_read: Instant,
     finished: Option<CloseReason>,
 }
@@ -119,6 +122,8 @@ impl XmppSession {
     pub fn new(service: Arc<Service>, peer: SocketAddr, core: Session, secure: bool, now: Instant) -> Self {
         let reader = StreamReader::new(service.config.limits());
         let deadline = now + service.config.connect_timeout;
+        let rate = service.config.max_stanzas_per_second;
+        let throttle = (rate > 0).then(|| Throttle::new(rate, now));
         XmppSession {
             service,
             peer,
@@ -140,6 +145,7 @@ impl XmppSession {
             next_id: 1,
             acks: AckLine::default(),
             deadline: Some(deadline),
+            throttle,
             last_read: now,
             finished: None,
         }
@@ -205,17 +211,20 @@ impl XmppSession {
         self.last_read = now;
     }
 
-    /// When [`XmppSession::handle_timeout`] next has work to do.
+    /// When the client must have spoken by: `max_silence` after it last did.
+    fn silent_after(&self) -> Option<Instant> {
+        let silence = self.service.config.max_silence;
+        (!silence.is_zero()).then(|| self.last_read + silence)
+    }
+
+    /// When [`XmppSession::handle_timeout`] next has work to do: a deadline, or the end of a
+    /// throttle (the driver then hands the read input back, see [`XmppSession::input_ready`]).
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.finished.is_some() {
             return None;
         }
-        let silence = self.service.config.max_silence;
-        let idle = (!silence.is_zero()).then(|| self.last_read + silence);
-        match (self.deadline, idle) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let throttled = self.throttle.as_ref().and_then(Throttle::blocked_until);
+        [self.deadline, self.silent_after(), throttled].into_iter().flatten().min()
     }
 
     /// A deadline passed: the stream was not ready in time, or the client went silent.
@@ -223,10 +232,21 @@ impl XmppSession {
         if self.deadline.is_some_and(|at| at <= now) {
             let text = format!("not logged in and bound within {:?}", self.service.config.connect_timeout);
             self.stream_error("connection-timeout", Some(&text), CloseReason::KeepAliveTimeout);
-        } else if self.poll_timeout().is_some_and(|at| at <= now) {
+        } else if self.silent_after().is_some_and(|at| at <= now) {
             let text = format!("nothing received for {:?}", self.service.config.max_silence);
             self.stream_error("connection-timeout", Some(&text), CloseReason::KeepAliveTimeout);
         }
+    }
+
+    /// Whether more may be read: not while the stanza budget is spent.
+    pub fn may_read(&self, now: Instant) -> bool {
+        self.throttle.as_ref().and_then(Throttle::blocked_until).is_none_or(|until| until <= now)
+    }
+
+    /// The stanza budget refilled after running out: what was read and left undecoded may be
+    /// handled now. True once per throttle.
+    pub fn input_ready(&mut self, now: Instant) -> bool {
+        self.throttle.as_mut().is_some_and(|t| t.take_unblocked(now))
     }
 
     /// The broker is shutting down.
@@ -252,8 +272,21 @@ impl XmppSession {
             input.clear();
             return Ok(None);
         }
+        let now = Instant::now();
+        if let Some(throttle) = &mut self.throttle
+            && !throttle.may_take(now)
+        {
+            // Left in `input` until the budget refills.
+            return Ok(None);
+        }
         match self.reader.next(input) {
-            Ok(event) => Ok(event),
+            Ok(Some(event)) => {
+                if let Some(throttle) = &mut self.throttle {
+                    throttle.take();
+                }
+                Ok(Some(event))
+            }
+            Ok(None) => Ok(None),
             Err(error) => {
                 input.clear();
                 Err(self.refuse_input(&error))

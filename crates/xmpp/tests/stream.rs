@@ -39,13 +39,17 @@ impl Drop for TempDir {
 
 impl Broker {
     async fn start() -> Broker {
+        Self::start_with(XmppConfig::default()).await
+    }
+
+    async fn start_with(config: XmppConfig) -> Broker {
         let dir = std::env::temp_dir().join(format!("tolk-xmpp-{}-{}", std::process::id(), fastrand_name()));
         std::fs::create_dir_all(&dir).unwrap();
         let pki = TestPki::create(&dir, "xmpp", "client");
         let router = Router::new(RouterConfig::default(), Arc::new(Metrics::new()));
         let mut ctx = FrontEndContext::new(router, dir.clone());
         ctx.tls = Some(Tls::load(pki.config()).unwrap());
-        let config = XmppConfig { bind: "127.0.0.1:0".parse().unwrap(), ..XmppConfig::default() };
+        let config = XmppConfig { bind: "127.0.0.1:0".parse().unwrap(), ..config };
         let addrs = Box::new(XmppFrontEnd::new(config)).start(ctx.clone()).await.expect("XMPP starts").addrs;
         Broker { addr: addrs[0], pki, ctx, _dir: TempDir(dir) }
     }
@@ -173,5 +177,27 @@ async fn hostile_input_ends_only_that_stream_with_its_stream_error() {
     }
     neighbour.write_all(b"<iq type='get' id='n' to='localhost'><ping xmlns='urn:xmpp:ping'/></iq>").await.unwrap();
     read_until(&mut neighbour, &mut seen, "id='n'").await;
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_over_the_stanza_rate_is_slowed_down_not_closed() {
+    let broker = Broker::start_with(XmppConfig { max_stanzas_per_second: 10, ..XmppConfig::default() }).await;
+    let mut tcp = TcpStream::connect(broker.addr).await.unwrap();
+    let mut seen = String::new();
+    log_in(&mut tcp, &mut seen, "carol").await;
+    // The log-in took 4 of the 10 a second may bring; 30 pings in one write are then answered
+    // over about 2.4 s, every one of them, from what was read at once.
+    let started = std::time::Instant::now();
+    let pings: String = (0..30)
+        .map(|i| format!("<iq type='get' id='p{i}' to='localhost'><ping xmlns='urn:xmpp:ping'/></iq>"))
+        .collect();
+    tcp.write_all(pings.as_bytes()).await.unwrap();
+    for i in 0..30 {
+        let answer = timeout(WAIT, read_until(&mut tcp, &mut seen, "/>")).await.expect("every ping is answered");
+        assert!(answer.contains(&format!("id='p{i}'")) && answer.contains("type='result'"), "{answer}");
+    }
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(2000), "30 stanzas at 10 a second took only {took:?}");
     broker.stop().await;
 }

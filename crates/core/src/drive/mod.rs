@@ -62,6 +62,13 @@ pub trait ProtocolSession: Send {
         !self.core().is_congesting()
     }
 
+    /// Input read earlier and left undecoded (while the session throttled its client, see
+    /// [`ProtocolSession::may_read`]) may be handled now: the driver hands the buffer back
+    /// without reading. Asked on every round, so it answers true once per throttle.
+    fn input_ready(&mut self, _now: Instant) -> bool {
+        false
+    }
+
     /// How many deliveries it takes from the outbox now (0: none, but the outbox is still
     /// watched, so that an overflow is noticed even while the client may take nothing).
     fn delivery_window(&self) -> usize;
@@ -317,6 +324,10 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> Step {
     loop {
         if let Some(reason) = session.finished() {
             return Step::Closed(reason);
+        }
+        if session.input_ready(Instant::now()) {
+            session.handle_bytes(input, Instant::now());
+            continue;
         }
         // Empty until bytes arrive, and released once they are all handled: an idle
         // connection holds no read buffer.
