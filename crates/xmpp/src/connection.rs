@@ -86,11 +86,12 @@ impl ProtocolSession for XmppConnection {
     }
 
     fn may_read(&self) -> bool {
-        hold::may_read(&self.held) && self.session.may_read(Instant::now())
+        hold::may_read(&self.held) && (!self.session.is_throttled() || self.session.may_read(Instant::now()))
     }
 
-    fn input_ready(&mut self, now: Instant) -> bool {
-        self.session.input_ready(now)
+    /// The clock is read only while a throttle is under way.
+    fn input_ready(&mut self) -> bool {
+        self.session.is_throttled() && self.session.input_ready(Instant::now())
     }
 
     fn delivery_window(&self) -> usize {

@@ -249,6 +249,11 @@ impl XmppSession {
         self.throttle.as_mut().is_some_and(|t| t.take_unblocked(now))
     }
 
+    /// Whether a throttle is under way (no clock needed to tell).
+    pub fn is_throttled(&self) -> bool {
+        self.throttle.as_ref().is_some_and(|t| t.blocked_until().is_some())
+    }
+
     /// The broker is shutting down.
     pub fn handle_shutdown(&mut self) {
         self.stream_error("system-shutdown", None, CloseReason::Shutdown);

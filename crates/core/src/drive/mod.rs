@@ -64,8 +64,9 @@ pub trait ProtocolSession: Send {
 
     /// Input read earlier and left undecoded (while the session throttled its client, see
     /// [`ProtocolSession::may_read`]) may be handled now: the driver hands the buffer back
-    /// without reading. Asked on every round, so it answers true once per throttle.
-    fn input_ready(&mut self, _now: Instant) -> bool {
+    /// without reading. Asked on every round (so it takes no clock reading: a session that
+    /// throttles reads its own), and answers true once per throttle.
+    fn input_ready(&mut self) -> bool {
         false
     }
 
@@ -325,7 +326,7 @@ async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> Step {
         if let Some(reason) = session.finished() {
             return Step::Closed(reason);
         }
-        if session.input_ready(Instant::now()) {
+        if session.input_ready() {
             session.handle_bytes(input, Instant::now());
             continue;
         }
