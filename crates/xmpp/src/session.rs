@@ -562,14 +562,14 @@ impl XmppSession {
     }
 
     /// An `iq` result to `iq` whose child is `payload`, XML written already.
-    fn write_result_text(&mut self, iq: &Element, from: &str, to: &str, payload: &str) {
+    fn write_result_text(&mut self, iq: &Element, from: &str, to: &str, payload: &[u8]) {
         let mut head = Vec::new();
         stanza::iq_result(iq, from, to, None).write_to(&mut head, CLIENT_NS);
         // `<iq …/>` opened up to take the payload.
         let open = head.strip_suffix(b"/>").unwrap_or(&head);
         self.out.extend_from_slice(open);
         self.out.push(b'>');
-        self.out.extend_from_slice(payload.as_bytes());
+        self.out.extend_from_slice(payload);
         self.out.extend_from_slice(b"</iq>");
     }
 
@@ -627,7 +627,7 @@ impl XmppSession {
         let jid = self.full_jid();
         match answer {
             Answer::Result(payload) => self.write(&stanza::iq_result(iq, &to, &jid, payload)),
-            Answer::Text(payload) => self.write_result_text(iq, &to, &jid, &payload),
+            Answer::Text(payload) => self.write_result_text(iq, &to, &jid, payload.as_bytes()),
             Answer::Error(error) => self.write(&stanza::error_reply(iq, &to, &jid, &error)),
             Answer::Written => {}
         }
@@ -781,7 +781,7 @@ impl XmppSession {
         self.write(&result);
         self.subscriptions.push(Subscription { tag, node: node.clone() });
         for message in self.core.retained(&node) {
-            self.write_delivery(&message, tag);
+            self.write_delivery(&message);
         }
         Answer::Written
     }
@@ -810,7 +810,7 @@ impl XmppSession {
         translate::write_items(&mut items, node, &retained, &self.service.payload_limits);
         items.extend_from_slice(b"</pubsub>");
         let (from, to) = (self.service.pubsub_jid.clone(), self.full_jid());
-        self.write_result_text(iq, &from, &to, &String::from_utf8_lossy(&items));
+        self.write_result_text(iq, &from, &to, &items);
         Answer::Written
     }
 
@@ -843,14 +843,14 @@ impl XmppSession {
         if !self.subscriptions.iter().any(|s| s.tag == delivery.tag) {
             return false;
         }
-        self.write_delivery(&delivery.message, delivery.tag);
+        self.write_delivery(&delivery.message);
         if let Some(ack) = &delivery.ack {
             ack.ack();
         }
         true
     }
 
-    fn write_delivery(&mut self, message: &tolk_core::Message, _tag: u64) {
+    fn write_delivery(&mut self, message: &tolk_core::Message) {
         self.next_id += 1;
         let item_id = match &message.props.message_id {
             Some(id) => id.clone(),
