@@ -201,12 +201,10 @@ impl Endpoint {
                 Input::Timer => self.on_timers(now()).await,
                 Input::Advertise => self.advertise().await,
             }
-            let registry = &self.gw.registry;
-            self.persister.publish(registry.version(), || registry.snapshot());
+            self.persister.publish(&self.gw.registry);
         }
         self.shutdown_all().await;
-        let registry = &self.gw.registry;
-        self.persister.publish(registry.version(), || registry.snapshot());
+        self.persister.publish(&self.gw.registry);
     }
 
     async fn on_datagram(&mut self, datagram: &[u8], peer: SocketAddr, now: Instant) {

@@ -4,7 +4,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use tolk_core::frontend::{FrontEnd, FrontEndContext, Listen, Socket, StartFuture, Started};
@@ -74,14 +73,14 @@ impl FrontEnd for MqttSnFrontEnd {
                      raise net.core.rmem_max to allow it"
                 );
             }
-            if let Some(drops) = socket::KernelDrops::for_socket(socket.as_raw_fd()) {
+            if let Some(drops) = socket::KernelDrops::for_socket(&socket) {
                 ctx.tracker.spawn(socket::count_drops(drops, ctx.router.metrics().clone(), ctx.shutdown.clone()));
             }
             if config.advertise.enabled {
                 socket.set_broadcast(true)?;
             }
             let local: SocketAddr = socket.local_addr()?;
-            let persister = Persister::spawn(registry_path, registry.version(), &ctx.tracker);
+            let persister = Persister::spawn(registry_path, &registry, &ctx.tracker);
             let limits = Limits::new(&config, ctx.router.config().outbox_capacity);
             let users =
                 config.clients.iter().filter_map(|(id, client)| Some((id.clone(), client.user.clone()?))).collect();

@@ -24,6 +24,7 @@ mod endpoint;
 mod frontend;
 mod gateway;
 mod kept;
+mod known_ids;
 mod outbox_task;
 mod outgoing;
 mod persist;

@@ -1,10 +1,15 @@
 //! The gateway → client direction of one session: messages waiting to be sent, and the one
 //! exchange in flight with its retransmission timer.
 //!
-//! The gateway handles a single outbound exchange that needs an answer at a time (REGISTER →
-//! REGACK, PUBLISH QoS 1 → PUBACK, PUBLISH QoS 2 → PUBREC → PUBREL → PUBCOMP), like the client
-//! must (MQTT-SN 1.2 §6.10, §6.13): constrained clients handle one, and order is kept without
-//! reordering on retransmission. QoS 0 messages go out at once when nothing is in flight.
+//! The gateway handles a single outbound PUBLISH exchange that needs an answer at a time
+//! (PUBLISH QoS 1 → PUBACK, PUBLISH QoS 2 → PUBREC → PUBREL → PUBCOMP, each after the REGISTER →
+//! REGACK of its topic if needed), like the client must (MQTT-SN 1.2 §6.13): order is kept
+//! without reordering on retransmission.
+//!
+//! QoS 0 messages need no answer, so they do not wait for that exchange, only for their topic:
+//! up to [`MAX_REGISTRATIONS`] REGISTERs for them run at once, each a [`Registration`]. A
+//! wildcard subscriber meeting 10,000 topics would otherwise wait one round trip per topic,
+//! one after the other, while its outbox overflowed.
 //!
 //! This module only keeps state; `session` decides what to send.
 
@@ -84,6 +89,21 @@ impl Inflight {
     }
 }
 
+/// REGISTERs for QoS 0 messages that may wait for their REGACK at once.
+pub(crate) const MAX_REGISTRATIONS: usize = 8;
+
+/// A REGISTER sent for QoS 0 messages, waiting for its REGACK. The messages themselves wait in
+/// [`Outgoing::pending`].
+#[derive(Debug)]
+pub(crate) struct Registration {
+    /// What was sent, and is sent again on timeout.
+    pub(crate) register: Register,
+    /// Retransmissions left before the client is considered lost.
+    pub(crate) retries_left: u32,
+    /// When to retransmit.
+    pub(crate) deadline: Instant,
+}
+
 /// The outbound queue of one session.
 #[derive(Debug, Default)]
 pub(crate) struct Outgoing {
@@ -91,6 +111,8 @@ pub(crate) struct Outgoing {
     pub(crate) pending: VecDeque<Pending>,
     /// The exchange in flight, if any.
     pub(crate) inflight: Option<Inflight>,
+    /// REGISTERs for QoS 0 messages (at most [`MAX_REGISTRATIONS`]); only while active.
+    pub(crate) registrations: Vec<Registration>,
     last_msg_id: u16,
 }
 
@@ -101,10 +123,26 @@ impl Outgoing {
         self.last_msg_id
     }
 
+    /// Whether a REGISTER of `topic_id` waits for its REGACK.
+    pub(crate) fn registering(&self, topic_id: u16) -> bool {
+        self.registrations.iter().any(|r| r.register.topic_id == topic_id)
+            || self
+                .inflight
+                .as_ref()
+                .is_some_and(|i| i.step == Step::RegAck && i.register.as_ref().is_some_and(|r| r.topic_id == topic_id))
+    }
+
+    /// The earliest retransmission deadline, of the exchange and the registrations.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let registrations = self.registrations.iter().map(|r| r.deadline);
+        registrations.chain(self.inflight.as_ref().map(|i| i.deadline)).min()
+    }
+
     /// Everything not yet delivered, in order, for the core outbox when the session goes
-    /// offline. A QoS 2 exchange past PUBREC is complete from the client's side (it has the
+    /// offline. Registrations are forgotten: their messages are in `pending`. A QoS 2 exchange past PUBREC is complete from the client's side (it has the
     /// message), so it is not handed back; a PUBLISH that was sent goes back marked redelivered.
     pub(crate) fn drain_undelivered(&mut self) -> Vec<Delivery> {
+        self.registrations.clear();
         let mut undelivered = Vec::with_capacity(self.pending.len() + 1);
         if let Some(inflight) = self.inflight.take() {
             let mut delivery = inflight.pending.delivery;

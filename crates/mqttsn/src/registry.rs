@@ -9,7 +9,8 @@
 //! directory, and never freed. A client may therefore publish with any id the registry holds,
 //! whoever registered it. The cost is a bounded, append-only table (`max_topic_ids`).
 //!
-//! This module knows nothing of sessions or sockets; the endpoint persists snapshots.
+//! This module knows nothing of sessions or sockets; the endpoint hands new ids to the
+//! persister (`persist`), which writes the file.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -40,13 +41,13 @@ pub(crate) struct RegistryFull;
 pub struct TopicRegistry {
     by_name: HashMap<Arc<str>, u16, RandomState>,
     by_id: HashMap<u16, Arc<str>, RandomState>,
+    /// The next id to hand out: every id at or above it is unused, so the ids from a mark on
+    /// are exactly those registered since the mark was read.
     next_id: u32,
     max: usize,
-    /// Bumped on every change, so the persister can tell whether the file is current.
-    version: u64,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RegistryFile {
     version: u32,
@@ -61,7 +62,6 @@ impl TopicRegistry {
             by_id: HashMap::default(),
             next_id: 1,
             max: max.min(MAX_TOPIC_IDS),
-            version: 0,
         }
     }
 
@@ -122,7 +122,6 @@ impl TopicRegistry {
         let name: Arc<str> = name.into();
         self.by_name.insert(name.clone(), id);
         self.by_id.insert(id, name);
-        self.version += 1;
         Ok(id)
     }
 
@@ -132,18 +131,35 @@ impl TopicRegistry {
         self.by_id.len()
     }
 
-    /// Changes since load; compare to tell whether a snapshot is due.
-    pub(crate) fn version(&self) -> u64 {
-        self.version
+    /// The mark to pass to [`TopicRegistry::added_since`] later.
+    pub(crate) fn next_id(&self) -> u32 {
+        self.next_id
     }
 
-    /// The file contents for the current state.
-    pub(crate) fn snapshot(&self) -> Vec<u8> {
-        let topics = self.by_id.iter().map(|(&id, name)| (id, name.to_string())).collect();
-        let file = RegistryFile { version: FORMAT_VERSION, topics };
-        // Serialising a map of integers to strings cannot fail.
-        serde_json::to_vec_pretty(&file).unwrap_or_default()
+    /// The ids registered since `mark` was read from [`TopicRegistry::next_id`]: O(new ids).
+    pub(crate) fn added_since(&self, mark: u32) -> Vec<(u16, Arc<str>)> {
+        (mark..self.next_id)
+            .filter_map(|id| u16::try_from(id).ok())
+            .filter_map(|id| Some((id, self.by_id.get(&id)?.clone())))
+            .collect()
     }
+
+    /// Every registered id, for the persister's own copy.
+    pub(crate) fn entries(&self) -> BTreeMap<u16, Arc<str>> {
+        self.by_id.iter().map(|(&id, name)| (id, name.clone())).collect()
+    }
+}
+
+/// The file contents for `topics`.
+pub(crate) fn file_bytes(topics: &BTreeMap<u16, Arc<str>>) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Borrowed<'a> {
+        version: u32,
+        topics: BTreeMap<u16, &'a str>,
+    }
+    let topics = topics.iter().map(|(&id, name)| (id, &**name)).collect();
+    // Serialising a map of integers to strings cannot fail.
+    serde_json::to_vec_pretty(&Borrowed { version: FORMAT_VERSION, topics }).unwrap_or_default()
 }
 
 fn annotate(path: &Path, e: io::Error) -> io::Error {
@@ -180,7 +196,14 @@ mod tests {
         assert_eq!(registry.get_or_insert("a/b"), Ok(1));
         assert_eq!(registry.get_or_insert("d"), Err(RegistryFull));
         assert_eq!(registry.name(2).map(|n| &**n), Some("c"));
-        assert_eq!(registry.version(), 2);
+        assert_eq!(registry.next_id(), 3);
+        let mut registry = TopicRegistry::new(10);
+        registry.get_or_insert("a").unwrap();
+        let mark = registry.next_id();
+        assert_eq!(registry.added_since(mark), []);
+        registry.get_or_insert("b").unwrap();
+        registry.get_or_insert("a").unwrap();
+        assert_eq!(registry.added_since(mark), [(2, Arc::from("b"))]);
     }
 
     #[test]
@@ -191,7 +214,7 @@ mod tests {
         for name in ["x", "y/z", "w"] {
             registry.get_or_insert(name).unwrap();
         }
-        write_atomically(&path, &registry.snapshot()).unwrap();
+        write_atomically(&path, &file_bytes(&registry.entries())).unwrap();
         let mut loaded = TopicRegistry::load(&path, 10).unwrap();
         assert_eq!(loaded.len(), 3);
         assert_eq!(loaded.id("y/z"), Some(2));

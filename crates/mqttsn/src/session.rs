@@ -33,7 +33,8 @@ use tracing::{debug, info};
 
 use crate::gateway::{Gateway, Limits, MAX_INBOUND_QOS2};
 use crate::kept;
-use crate::outgoing::{Inflight, Outgoing, Pending, Step};
+use crate::known_ids::KnownIds;
+use crate::outgoing::{Inflight, MAX_REGISTRATIONS, Outgoing, Pending, Registration, Step};
 use crate::predefined::PredefinedTopics;
 use crate::registry::RegistryFull;
 use crate::stats::GatewayStats;
@@ -42,9 +43,6 @@ use crate::translate::{
     OutboundTopic, SubscriptionForm, core_message, core_qos, inbound_topic, outbound_topic, short_filter, sn_qos,
     topic_id_field,
 };
-
-/// Registered ids remembered per client as known to it (see [`ClientSession::learn`]).
-const MAX_KNOWN_IDS: usize = 1024;
 
 /// Where the client is in its life cycle (§6.14 Figure 4, plus the will handshake of §6.3).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,8 +145,8 @@ pub(crate) struct ClientSession {
     will_topic: Option<WillTopic>,
     will_message: Bytes,
     /// Registered ids this client knows: it registered them, got them in a SUBACK or REGACKed
-    /// our REGISTER. At most [`MAX_KNOWN_IDS`].
-    known_ids: HashSet<u16, RandomState>,
+    /// our REGISTER.
+    known_ids: KnownIds,
     /// (filter, tag) of each subscription, to enforce the per-client limit.
     /// `(filter, tag)` → the QoS granted.
     subscriptions: HashMap<(String, u64), CoreQoS, RandomState>,
@@ -191,7 +189,7 @@ impl ClientSession {
             address_proved: false,
             will_topic: None,
             will_message: Bytes::new(),
-            known_ids: HashSet::default(),
+            known_ids: KnownIds::default(),
             subscriptions: HashMap::default(),
             inbound_qos2: HashSet::default(),
             out: Outgoing::default(),
@@ -439,6 +437,15 @@ impl ClientSession {
             return;
         }
         let (timeout, retries) = (self.limits.retransmit_timeout, self.limits.retransmit_retries);
+        for registration in self.out.registrations.iter_mut().filter(|r| now >= r.deadline) {
+            if registration.retries_left == 0 {
+                info!(client_id = %self.client_id, retries, "no REGACK after the last retransmission: client lost");
+                return self.end(CloseReason::KeepAliveTimeout, true, now);
+            }
+            registration.retries_left -= 1;
+            registration.deadline = now + timeout;
+            self.transmit.push_back(SnMessage::Register(registration.register.clone()));
+        }
         let Some(inflight) = self.out.inflight.as_mut().filter(|i| now >= i.deadline) else { return };
         if inflight.retries_left == 0 {
             info!(client_id = %self.client_id, retries, "no answer after the last retransmission: client lost");
@@ -495,7 +502,7 @@ impl ClientSession {
 
     /// When [`Self::handle_timeout`] must be called next.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        let inflight = self.out.inflight.as_ref().filter(|_| self.inflight_timer_runs()).map(|i| i.deadline);
+        let inflight = self.out.next_deadline().filter(|_| self.inflight_timer_runs());
         match (self.phase_deadline(), inflight) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -743,7 +750,7 @@ impl ClientSession {
         } else {
             match gw.registry.get_or_insert(&register.topic_name) {
                 Ok(topic_id) => {
-                    self.learn(topic_id);
+                    self.known_ids.insert(topic_id);
                     SnMessage::RegAck(RegAck { topic_id, msg_id, return_code: ReturnCode::Accepted })
                 }
                 Err(RegistryFull) => {
@@ -757,11 +764,27 @@ impl ClientSession {
     }
 
     fn on_regack(&mut self, regack: RegAck, now: Instant, gw: &mut Gateway) {
+        if let Some(at) = self.out.registrations.iter().position(|r| r.register.msg_id == regack.msg_id) {
+            let register = self.out.registrations.swap_remove(at).register;
+            if regack.return_code == ReturnCode::Accepted {
+                self.known_ids.insert(register.topic_id);
+            } else {
+                // As for the exchange's REGISTER: the first message waiting for it is dropped; the
+                // next one on the topic registers it again.
+                info!(client_id = %self.client_id, return_code = ?regack.return_code, "client refused our REGISTER: message dropped");
+                let first = self.out.pending.iter().position(|p| *p.delivery.message.topic == *register.topic_name);
+                if let Some(pending) = first.and_then(|at| self.out.pending.remove(at)) {
+                    gw.count_drop(DropReason::Untranslatable);
+                    settle(&self.core, &pending.delivery);
+                }
+            }
+            return self.pump(now, gw);
+        }
         let matches = self.out.inflight.as_ref().is_some_and(|i| i.step == Step::RegAck && i.msg_id() == regack.msg_id);
         let Some(mut inflight) = self.out.inflight.take_if(|_| matches) else { return };
         let topic_id = inflight.register.take().map_or(0, |r| r.topic_id);
         if regack.return_code == ReturnCode::Accepted {
-            self.learn(topic_id);
+            self.known_ids.insert(topic_id);
             self.send_publish(inflight.publish, inflight.pending, now);
         } else {
             info!(client_id = %self.client_id, return_code = ?regack.return_code, "client refused our REGISTER: message dropped");
@@ -778,7 +801,7 @@ impl ClientSession {
             // 0x02: the client does not know the id (it lost its registrations); it will be
             // registered again before the next message on that topic.
             if let PublishTopic::Normal(id) = inflight.publish.topic {
-                self.known_ids.remove(&id);
+                self.known_ids.remove(id);
             }
             info!(client_id = %self.client_id, return_code = ?puback.return_code, "client refused a PUBLISH: message dropped");
             gw.count_drop(DropReason::Untranslatable);
@@ -855,7 +878,7 @@ impl ClientSession {
             Err(e) => return refuse(ReturnCode::InvalidTopicId, &e.to_string()),
         }
         if topic_id != 0 && matches!(form, SubscriptionForm::Name) {
-            self.learn(topic_id);
+            self.known_ids.insert(topic_id);
         }
         self.transmit.push_back(SnMessage::SubAck(SubAck {
             qos: subscribe.qos,
@@ -915,22 +938,31 @@ impl ClientSession {
             Some(duration) => {
                 self.phase = Phase::Asleep { duration };
                 self.last_heard = now;
+                // Asleep, the client hears nothing; its messages wait in `pending`, and are
+                // registered again one by one when it wakes.
+                self.out.registrations.clear();
                 self.maybe_request();
             }
             None => self.end(CloseReason::ClientClosed, false, now),
         }
     }
 
-    /// Sends waiting deliveries while the phase allows and nothing is in flight; finishes an
-    /// awake period with PINGRESP; asks for more deliveries when there is room.
+    /// Sends waiting deliveries while the phase allows; finishes an awake period with
+    /// PINGRESP; asks for more deliveries when there is room.
     fn pump(&mut self, now: Instant, gw: &mut Gateway) {
+        if self.phase == Phase::Active && self.address_proved {
+            self.pump_active(now, gw);
+        } else {
+            self.pump_awake(now, gw);
+        }
+        self.maybe_request();
+    }
+
+    /// Awake (§6.14): the buffered messages strictly one at a time, counted down, then
+    /// PINGRESP. Nothing goes out in other phases, nor to an address not yet proved.
+    fn pump_awake(&mut self, now: Instant, gw: &mut Gateway) {
         while self.out.inflight.is_none() {
-            let may_send = self.address_proved
-                && match &self.phase {
-                    Phase::Active => true,
-                    Phase::Awake { remaining, .. } => *remaining > 0,
-                    _ => false,
-                };
+            let may_send = self.address_proved && matches!(self.phase, Phase::Awake { remaining, .. } if remaining > 0);
             if !may_send {
                 break;
             }
@@ -949,7 +981,48 @@ impl ClientSession {
             self.phase = Phase::Asleep { duration };
             self.last_heard = now;
         }
-        self.maybe_request();
+    }
+
+    /// Active: QoS 0 messages go out beside the exchange in flight once their topic is known,
+    /// with up to [`MAX_REGISTRATIONS`] topics being registered for them at once; at-least-once
+    /// messages one exchange at a time. A message waits while an earlier one on its topic
+    /// waits or is in flight (a retransmission would overtake it), so each topic keeps its
+    /// order.
+    fn pump_active(&mut self, now: Instant, gw: &mut Gateway) {
+        let mut waiting = VecDeque::new();
+        while let Some(pending) = self.out.pending.pop_front() {
+            let topic = &pending.delivery.message.topic;
+            let in_flight = self.out.inflight.as_ref().is_some_and(|i| i.pending.delivery.message.topic == *topic);
+            if in_flight || waiting.iter().any(|w: &Pending| w.delivery.message.topic == *topic) {
+                waiting.push_back(pending);
+                continue;
+            }
+            if sn_qos(pending.delivery.qos) != QoS::Zero {
+                let registering = gw.registry.id(topic).is_some_and(|id| self.out.registering(id));
+                if self.out.inflight.is_some() || registering {
+                    waiting.push_back(pending);
+                } else {
+                    self.start_delivery(pending, now, gw);
+                }
+                continue;
+            }
+            match self.outbound(&pending, now, gw) {
+                Route::Dropped => {}
+                Route::Ready(publish) => self.send_publish(publish, pending, now),
+                Route::Register(id, name, _) => {
+                    let room = self.out.registrations.len() < MAX_REGISTRATIONS;
+                    if self.out.registering(id) || !room {
+                        waiting.push_back(pending);
+                    } else if let Some(register) = self.send_register(id, &name, gw, &pending.delivery) {
+                        let deadline = now + self.limits.retransmit_timeout;
+                        let retries_left = self.limits.retransmit_retries;
+                        self.out.registrations.push(Registration { register, retries_left, deadline });
+                        waiting.push_back(pending);
+                    }
+                }
+            }
+        }
+        self.out.pending = waiting;
     }
 
     fn maybe_request(&mut self) {
@@ -971,18 +1044,6 @@ impl ClientSession {
         }
     }
 
-    /// Records that the client knows a registered id. Bounded: past [`MAX_KNOWN_IDS`] one id is
-    /// forgotten, which only costs a REGISTER (of the same id) if that topic comes up again.
-    fn learn(&mut self, topic_id: u16) {
-        if self.known_ids.len() >= MAX_KNOWN_IDS
-            && !self.known_ids.contains(&topic_id)
-            && let Some(&forget) = self.known_ids.iter().next()
-        {
-            self.known_ids.remove(&forget);
-        }
-        self.known_ids.insert(topic_id);
-    }
-
     fn set_detached(&mut self, detached: bool) {
         if self.detached != detached {
             self.detached = detached;
@@ -990,25 +1051,49 @@ impl ClientSession {
         }
     }
 
-    /// Starts sending one delivery: drops it if it cannot be sent, REGISTERs its topic first if
-    /// the client does not know the id, else sends the PUBLISH.
+    /// Starts the exchange of one delivery: drops it if it cannot be sent, REGISTERs its topic
+    /// first if the client does not know the id, else sends the PUBLISH.
     fn start_delivery(&mut self, pending: Pending, now: Instant, gw: &mut Gateway) {
+        match self.outbound(&pending, now, gw) {
+            Route::Dropped => {}
+            Route::Ready(publish) => self.send_publish(publish, pending, now),
+            Route::Register(id, name, publish) => {
+                if let Some(register) = self.send_register(id, &name, gw, &pending.delivery) {
+                    self.out.inflight = Some(Inflight {
+                        step: Step::RegAck,
+                        register: Some(register),
+                        publish,
+                        pending,
+                        retries_left: self.limits.retransmit_retries,
+                        deadline: now + self.limits.retransmit_timeout,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The PUBLISH for one delivery, and the REGISTER it needs first if the client does not
+    /// know its topic's id (§6.10). A delivery that cannot be sent is dropped, counted and
+    /// settled here.
+    fn outbound(&mut self, pending: &Pending, now: Instant, gw: &mut Gateway) -> Route {
         let delivery = &pending.delivery;
         if delivery.message.is_expired(now) {
             gw.count_drop(DropReason::Expired);
-            return settle(&self.core, delivery);
+            settle(&self.core, delivery);
+            return Route::Dropped;
         }
         let form = SubscriptionForm::from_tag(delivery.tag);
         let known = &self.known_ids;
         let target =
-            outbound_topic(&delivery.message.topic, form, &self.predefined, &mut gw.registry, |id| known.contains(&id));
+            outbound_topic(&delivery.message.topic, form, &self.predefined, &mut gw.registry, |id| known.contains(id));
         let topic = match &target {
             OutboundTopic::Ready(topic) => *topic,
             OutboundTopic::Register { id, .. } => PublishTopic::Normal(*id),
             OutboundTopic::Unmappable => {
                 debug!(client_id = %self.client_id, topic = %delivery.message.topic, "no topic id for this topic (registry full): dropped");
                 gw.count_drop(DropReason::Untranslatable);
-                return settle(&self.core, delivery);
+                settle(&self.core, delivery);
+                return Route::Dropped;
             }
         };
         let qos = sn_qos(delivery.qos);
@@ -1024,29 +1109,27 @@ impl ClientSession {
         if encoded_len(&SnMessage::Publish(publish.clone())) > self.limits.max_message_size {
             debug!(client_id = %self.client_id, topic = %delivery.message.topic, "message larger than max_message_size_bytes: dropped");
             gw.count_drop(DropReason::Untranslatable);
-            return settle(&self.core, delivery);
+            settle(&self.core, delivery);
+            return Route::Dropped;
         }
         match target {
-            OutboundTopic::Register { id, name } => {
-                // §6.10: the gateway registers a topic with the client before publishing on it.
-                let register = Register { topic_id: id, msg_id: self.out.next_msg_id(), topic_name: name.to_string() };
-                let message = SnMessage::Register(register.clone());
-                if encoded_len(&message) > self.limits.max_message_size {
-                    gw.count_drop(DropReason::Untranslatable);
-                    return settle(&self.core, &pending.delivery);
-                }
-                self.transmit.push_back(message);
-                self.out.inflight = Some(Inflight {
-                    step: Step::RegAck,
-                    register: Some(register),
-                    publish,
-                    pending,
-                    retries_left: self.limits.retransmit_retries,
-                    deadline: now + self.limits.retransmit_timeout,
-                });
-            }
-            _ => self.send_publish(publish, pending, now),
+            OutboundTopic::Register { id, name } => Route::Register(id, name, publish),
+            _ => Route::Ready(publish),
         }
+    }
+
+    /// Sends a REGISTER of `name` as `topic_id` and returns it, or drops `delivery` (counted
+    /// and settled) if it would be larger than the client takes.
+    fn send_register(&mut self, topic_id: u16, name: &str, gw: &mut Gateway, delivery: &Delivery) -> Option<Register> {
+        let register = Register { topic_id, msg_id: self.out.next_msg_id(), topic_name: name.to_string() };
+        let message = SnMessage::Register(register.clone());
+        if encoded_len(&message) > self.limits.max_message_size {
+            gw.count_drop(DropReason::Untranslatable);
+            settle(&self.core, delivery);
+            return None;
+        }
+        self.transmit.push_back(message);
+        Some(register)
     }
 
     fn send_publish(&mut self, publish: Publish, pending: Pending, now: Instant) {
@@ -1105,6 +1188,16 @@ impl ClientSession {
         info!(client_id = %self.client_id, topic = %will.topic, "publishing will");
         self.core.publish(Arc::new(message));
     }
+}
+
+/// How one delivery can go out now.
+enum Route {
+    /// It could not be sent, and was dropped.
+    Dropped,
+    /// The PUBLISH can go.
+    Ready(Publish),
+    /// A REGISTER of the name as the id must go first, and be answered.
+    Register(u16, Arc<str>, Publish),
 }
 
 /// The client is done with `delivery`: one kept in the store is deleted there, and one from a
@@ -1433,17 +1526,6 @@ mod tests {
     }
 
     #[test]
-    fn known_ids_are_bounded() {
-        let gw = gateway();
-        let mut s = session(&gw, Instant::now());
-        for id in 1..=2000 {
-            s.learn(id);
-        }
-        assert_eq!(s.known_ids.len(), MAX_KNOWN_IDS);
-        assert!(s.known_ids.contains(&2000));
-    }
-
-    #[test]
     fn wildcard_deliveries_register_first_and_a_refused_register_drops_the_message() {
         let mut gw = gateway();
         let t0 = Instant::now();
@@ -1455,13 +1537,98 @@ mod tests {
             t0,
             &mut gw,
         );
-        let [SnMessage::Register(register)] = &transmitted(&mut s)[..] else { panic!() };
-        assert_eq!(register.topic_name, "a/b");
+        // QoS 0: both topics are registered at once.
+        let [SnMessage::Register(register), SnMessage::Register(next)] = &transmitted(&mut s)[..] else { panic!() };
+        assert_eq!((&*register.topic_name, &*next.topic_name), ("a/b", "c/d"));
         let refused =
             RegAck { topic_id: register.topic_id, msg_id: register.msg_id, return_code: ReturnCode::NotSupported };
         s.handle(SnMessage::RegAck(refused), t0, &mut gw);
-        let [SnMessage::Register(next)] = &transmitted(&mut s)[..] else { panic!() };
-        assert_eq!(next.topic_name, "c/d");
+        assert!(transmitted(&mut s).is_empty());
         assert_eq!(gw.router.metrics().protocol(Protocol::MqttSn).dropped_count(DropReason::Untranslatable), 1);
+        let accepted = RegAck { topic_id: next.topic_id, msg_id: next.msg_id, return_code: ReturnCode::Accepted };
+        s.handle(SnMessage::RegAck(accepted), t0, &mut gw);
+        let [SnMessage::Publish(publish)] = &transmitted(&mut s)[..] else { panic!() };
+        assert_eq!(publish.topic, PublishTopic::Normal(next.topic_id));
+    }
+
+    #[test]
+    fn a_wildcard_subscriber_keeps_every_registered_id() {
+        // More topics than the 1,024 ids a client used to be remembered for: with the old bound
+        // the second round registered every topic again (MinT load, 10,000 topics).
+        const TOPICS: usize = 2_000;
+        let mut gw = gateway();
+        gw.registry = TopicRegistry::new(TOPICS + 1);
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(0, true, false), true, t0, &mut gw);
+        transmitted(&mut s);
+        for i in 0..TOPICS {
+            s.handle_deliveries(vec![delivery(&format!("t/{i}"), CoreQoS::AtMostOnce, 0)], t0, &mut gw);
+            let [SnMessage::Register(register)] = &transmitted(&mut s)[..] else { panic!("topic {i}") };
+            let accepted =
+                RegAck { topic_id: register.topic_id, msg_id: register.msg_id, return_code: ReturnCode::Accepted };
+            s.handle(SnMessage::RegAck(accepted), t0, &mut gw);
+            assert!(matches!(&transmitted(&mut s)[..], [SnMessage::Publish(_)]), "topic {i}");
+        }
+        let again = (0..TOPICS).map(|i| delivery(&format!("t/{i}"), CoreQoS::AtMostOnce, 0)).collect();
+        s.handle_deliveries(again, t0, &mut gw);
+        let sent = transmitted(&mut s);
+        assert_eq!(sent.len(), TOPICS);
+        assert!(sent.iter().all(|m| matches!(m, SnMessage::Publish(_))));
+    }
+
+    #[test]
+    fn qos0_registrations_run_side_by_side_and_each_topic_keeps_its_order() {
+        let mut gw = gateway();
+        let t0 = Instant::now();
+        let mut s = session(&gw, t0);
+        s.handle_connect(&connect(0, true, false), true, t0, &mut gw);
+        transmitted(&mut s);
+        // "ab" (short form) is ready at once: its QoS 1 message starts the one exchange.
+        let mut batch = vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)];
+        batch.extend((0..10).map(|i| delivery(&format!("t/{i}"), CoreQoS::AtMostOnce, 0)));
+        batch.push(delivery("t/0", CoreQoS::AtMostOnce, 0));
+        s.handle_deliveries(batch, t0, &mut gw);
+        let sent = transmitted(&mut s);
+        let [SnMessage::Publish(exchange), registers @ ..] = &sent[..] else { panic!("{sent:?}") };
+        assert_eq!(exchange.qos, QoS::One);
+        let registers: Vec<Register> = registers
+            .iter()
+            .map(|m| match m {
+                SnMessage::Register(r) => r.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let names: Vec<&str> = registers.iter().map(|r| &*r.topic_name).collect();
+        assert_eq!(names, (0..MAX_REGISTRATIONS).map(|i| format!("t/{i}")).collect::<Vec<_>>());
+        // t/0's two messages go out together, in order, beside the unacknowledged exchange;
+        // the freed slot registers the next topic.
+        let first = &registers[0];
+        s.handle(SnMessage::RegAck(RegAck { return_code: ReturnCode::Accepted, ..regack(first) }), t0, &mut gw);
+        let sent = transmitted(&mut s);
+        let published: Vec<PublishTopic> =
+            sent.iter().filter_map(|m| if let SnMessage::Publish(p) = m { Some(p.topic) } else { None }).collect();
+        assert_eq!(published, [PublishTopic::Normal(first.topic_id); 2]);
+        let [next] = &sent
+            .iter()
+            .filter_map(|m| if let SnMessage::Register(r) = m { Some(r) } else { None })
+            .collect::<Vec<_>>()[..]
+        else {
+            panic!("{sent:?}")
+        };
+        assert_eq!(next.topic_name, format!("t/{MAX_REGISTRATIONS}"));
+        // A registration nobody answers is sent again, then the client is lost.
+        let mut at = t0;
+        for _ in 0..gw.limits.retransmit_retries {
+            at += gw.limits.retransmit_timeout;
+            s.handle_timeout(at);
+            assert!(transmitted(&mut s).iter().any(|m| matches!(m, SnMessage::Register(r) if r.msg_id == next.msg_id)));
+        }
+        s.handle_timeout(at + gw.limits.retransmit_timeout);
+        assert!(events(&mut s).contains(&Event::Ended { reason: CloseReason::KeepAliveTimeout, keep: false }));
+    }
+
+    fn regack(register: &Register) -> RegAck {
+        RegAck { topic_id: register.topic_id, msg_id: register.msg_id, return_code: ReturnCode::NotSupported }
     }
 }
