@@ -79,7 +79,9 @@ async fn run(
     metrics: Arc<Metrics>,
 ) {
     let _open = metrics.connection_opened(Protocol::MqttSn);
-    let mut batch = Vec::with_capacity(BATCH);
+    // Grown by the first batch, not before: most of 10,000 clients never receive one, and 32
+    // empty slots each were a third of an idle client's memory.
+    let mut batch = Vec::new();
     loop {
         tokio::select! {
             biased;
