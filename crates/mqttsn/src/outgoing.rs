@@ -139,7 +139,8 @@ impl Outgoing {
     }
 
     /// Everything not yet delivered, in order, for the core outbox when the session goes
-    /// offline. Registrations are forgotten: their messages are in `pending`. A QoS 2 exchange past PUBREC is complete from the client's side (it has the
+    /// offline. Registrations are forgotten: their messages are in `pending`. A QoS 2 exchange
+    /// past PUBREC is complete from the client's side (it has the
     /// message), so it is not handed back; a PUBLISH that was sent goes back marked redelivered.
     pub(crate) fn drain_undelivered(&mut self) -> Vec<Delivery> {
         self.registrations.clear();

@@ -1022,7 +1022,8 @@ impl ClientSession {
                 }
             }
         }
-        self.out.pending = waiting;
+        // `pending` is empty now: appending keeps its buffer for the next batch.
+        self.out.pending.append(&mut waiting);
     }
 
     fn maybe_request(&mut self) {
