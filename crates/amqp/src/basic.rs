@@ -415,6 +415,10 @@ fn finish_publish(
     let mut push =
         |queue: &Arc<Queue>, message: &Arc<tolk_core::Message>| match queue.push(message.clone(), &mut durable) {
             QueuePush::Accepted => routed = true,
+            QueuePush::Congested => {
+                routed = true;
+                ctx.core.congested_by(queue);
+            }
             QueuePush::Full => {
                 // Counted by the queue.
                 routed = true;

@@ -160,6 +160,38 @@ async fn confirms_ack_and_nack_when_a_queue_is_full_and_mandatory_returns() {
 }
 
 #[tokio::test]
+async fn a_publisher_ahead_of_the_consumer_is_held_back_instead_of_refused() {
+    let broker = Broker::start().await;
+    let consumer_conn = broker.connect().await;
+    let ch = within(consumer_conn.create_channel()).await.unwrap();
+    let mut args = FieldTable::default();
+    args.insert(s("x-max-length"), AMQPValue::LongInt(20));
+    within(ch.queue_declare(s("paced"), QueueDeclareOptions::default(), args)).await.unwrap();
+    within(ch.basic_qos(5, BasicQosOptions::default())).await.unwrap();
+    let mut consumer = consume(&ch, "paced", false).await;
+    // Without confirms, a refused message would be lost without a word to the publisher. 200
+    // publishes into a queue of 20 whose consumer acknowledges nothing until they are all
+    // written: the publisher's connection must stop being read at 10 waiting (what it still
+    // sends waits in the socket), not have 175 refused.
+    let publisher_conn = broker.connect().await;
+    let publisher = within(publisher_conn.create_channel()).await.unwrap();
+    let persistent = BasicProperties::default().with_delivery_mode(2);
+    for i in 0..200u8 {
+        let body = [i];
+        let publish =
+            publisher.basic_publish(s(""), s("paced"), BasicPublishOptions::default(), &body, persistent.clone());
+        within(publish).await.unwrap();
+    }
+    for i in 0..200u8 {
+        let delivery = next(&mut consumer).await;
+        assert_eq!(delivery.data, [i], "every message, in order");
+        within(delivery.ack(BasicAckOptions::default())).await.unwrap();
+    }
+    nothing(&mut consumer).await;
+    broker.stop().await;
+}
+
+#[tokio::test]
 async fn prefetch_limits_unacked_deliveries_per_consumer() {
     let broker = Broker::start().await;
     let conn = broker.connect().await;

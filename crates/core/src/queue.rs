@@ -6,6 +6,11 @@
 //! the front, marked redelivered, or discard) or goes away (requeue everything it held).
 //! Consumers take turns (round-robin) so a group shares the load.
 //!
+//! Publishers are held back before a queue that consumers drain fills up: past half its limits
+//! a push says [`QueuePush::Congested`], and the publisher's connection stops reading until the
+//! consumers have brought it below that mark (or the router's `slow_consumer_grace` runs out).
+//! Only what arrives at a full queue is refused (`queue_full`), as for a queue nobody consumes.
+//!
 //! Lock order: a queue's lock may be held while pushing into an outbox, never the reverse.
 
 use std::collections::{HashMap, VecDeque};
@@ -13,6 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use foldhash::fast::RandomState;
+use tokio::sync::Notify;
 use tolk_metrics::{DropReason, MemoryKind};
 
 use crate::budget::{MemoryBudget, message_cost};
@@ -121,6 +127,11 @@ struct State {
     deleted: bool,
     /// New at-least-once messages get a [`Confirm`] ([`QueueOptions::confirms`]).
     confirming: bool,
+    /// A publisher was told to wait ([`QueuePush::Congested`]) and has not been woken yet.
+    congested: bool,
+    /// A publisher's wait ran out while consumers did not drain the queue: publishers are not
+    /// held back again until it is below its mark, and the limits refuse what does not fit.
+    stalled: bool,
 }
 
 /// A named queue. Shared as `Arc<Queue>` by the router's bindings and the consumers.
@@ -133,6 +144,8 @@ pub struct Queue {
     budget: Arc<MemoryBudget>,
     /// Where a durable queue keeps its persistent messages.
     store: Option<Arc<dyn Store>>,
+    /// Wakes the publishers held back by a congested queue.
+    room: Notify,
 }
 
 /// Why a push into a queue failed.
@@ -140,6 +153,10 @@ pub struct Queue {
 pub enum QueuePush {
     /// Accepted (waiting or already handed to a consumer).
     Accepted,
+    /// Accepted, but the queue is past half its limits while consumers drain it: its
+    /// publisher should stop reading until [`Queue::wait_for_room`] returns, so that a fast
+    /// publisher is slowed to its consumers' pace instead of filling the queue and being refused.
+    Congested,
     /// At `max_length` or `max_length_bytes`, or the memory budget is used up; the message
     /// was not taken (counted as `queue_full` or `memory_full`).
     Full,
@@ -163,7 +180,8 @@ impl Queue {
         };
         let store = store.filter(|_| options.durable);
         let state = Mutex::new(State { next_seq: 1, ..State::default() });
-        Queue { name: name.into(), id, options, default_credit: default_credit.max(1), state, budget, store }
+        let room = Notify::new();
+        Queue { name: name.into(), id, options, default_credit: default_credit.max(1), state, budget, store, room }
     }
 
     /// Gives back the bytes of a message that left the queue for good, and its record.
@@ -366,7 +384,55 @@ impl Queue {
         let (seq, confirm) = keep(&mut state, &message);
         state.ready.push_back(Waiting { message, redelivered, seq, confirm });
         self.dispatch(&mut state);
+        if !state.stalled && !state.consumers.is_empty() && self.past_mark(&state) {
+            state.congested = true;
+            return QueuePush::Congested;
+        }
         QueuePush::Accepted
+    }
+
+    /// Whether the queue holds half its limits or more: the mark past which publishers wait
+    /// (half, so that a consumer that keeps up again finds room before anything is refused).
+    fn past_mark(&self, state: &State) -> bool {
+        state.ready.len() >= self.options.max_length / 2 || state.bytes >= self.options.max_length_bytes / 2
+    }
+
+    /// Wakes the publishers held back once the queue is below its mark, deleted, or left
+    /// without consumers (nobody would drain it for them).
+    fn relieve(&self, state: &mut State) {
+        let below = !self.past_mark(state);
+        if state.congested && (below || state.deleted || state.consumers.is_empty()) {
+            state.congested = false;
+            self.room.notify_waiters();
+        }
+        if below {
+            state.stalled = false;
+        }
+    }
+
+    /// Returns once publishers may go on: the queue is below its mark, or nobody drains it.
+    /// Cancel-safe.
+    pub async fn wait_for_room(&self) {
+        loop {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            if !self.lock().congested {
+                return;
+            }
+            room.await;
+        }
+    }
+
+    /// A publisher's grace ran out while the consumers did not drain the queue: publishers
+    /// are no longer held back for it, and what exceeds its limits is refused (`queue_full`).
+    pub fn give_up_waiting(&self) {
+        let mut state = self.lock();
+        if state.congested {
+            state.congested = false;
+            state.stalled = true;
+            self.room.notify_waiters();
+        }
     }
 
     /// Registers a consumer and hands it whatever is waiting, up to its credit.
@@ -414,6 +480,7 @@ impl Queue {
                 confirm.send();
             }
         }
+        self.relieve(&mut state);
         Some((waiting.message, waiting.redelivered, settle))
     }
 
@@ -443,6 +510,7 @@ impl Queue {
             seqs.push(waiting.seq);
         }
         self.forget(seqs);
+        self.relieve(&mut state);
         n
     }
 
@@ -457,6 +525,7 @@ impl Queue {
         self.forget(seqs);
         state.consumers.clear();
         self.budget.release(MemoryKind::Queue, std::mem::take(&mut state.bytes));
+        self.relieve(state);
         n
     }
 
@@ -511,8 +580,15 @@ impl Queue {
         None
     }
 
-    /// Hands waiting messages to consumers with credit, taking turns.
+    /// Hands waiting messages to consumers with credit, then wakes the publishers this made
+    /// room for.
     fn dispatch(self: &Arc<Self>, state: &mut State) {
+        self.hand_out(state);
+        self.relieve(state);
+    }
+
+    /// Hands waiting messages to consumers with credit, taking turns.
+    fn hand_out(self: &Arc<Self>, state: &mut State) {
         let now = Instant::now();
         while !state.ready.is_empty() && !state.consumers.is_empty() {
             let n = state.consumers.len();
@@ -743,5 +819,82 @@ mod tests {
         q.requeue_all(puller);
         assert_eq!(q.ready_len(), 1);
         drop(ack);
+    }
+
+    fn queue_of(max_length: usize) -> Arc<Queue> {
+        let options = QueueOptions { max_length, ..Default::default() };
+        Arc::new(Queue::new("q", SessionId(1), options, 8, test_budget(), None))
+    }
+
+    /// Whether `wait_for_room` has returned, without blocking.
+    fn has_room(q: &Queue) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        std::pin::pin!(q.wait_for_room()).poll(&mut cx).is_ready()
+    }
+
+    #[test]
+    fn a_queue_past_half_its_length_holds_publishers_until_its_consumer_drains_it() {
+        let q = queue_of(4);
+        let (_c, rx) = consumer(&q, 1);
+        assert_eq!(q.push(msg(1), &mut None), QueuePush::Accepted, "straight to the consumer");
+        assert_eq!(q.push(msg(2), &mut None), QueuePush::Accepted);
+        assert_eq!(q.push(msg(3), &mut None), QueuePush::Congested, "2 of 4 waiting");
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut wait = std::pin::pin!(q.wait_for_room());
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(q.push(msg(4), &mut None), QueuePush::Congested, "still taken while publishers wait");
+        take(&rx).pop().unwrap().ack.as_ref().unwrap().ack();
+        assert!(wait.as_mut().poll(&mut cx).is_pending(), "2 of 4 waiting: still at the mark");
+        take(&rx).pop().unwrap().ack.as_ref().unwrap().ack();
+        assert!(wait.as_mut().poll(&mut cx).is_ready(), "1 of 4 waiting: below the mark");
+        assert_eq!(q.push(msg(5), &mut None), QueuePush::Congested);
+        let payloads: Vec<u8> = std::iter::from_fn(|| {
+            let d = take(&rx).pop()?;
+            d.ack.as_ref().unwrap().ack();
+            Some(d.message.payload[0])
+        })
+        .collect();
+        assert_eq!(payloads, [3, 4, 5], "nothing refused, in order");
+        assert!(has_room(&q));
+    }
+
+    #[test]
+    fn a_queue_nobody_consumes_refuses_when_full_without_holding_anyone() {
+        let q = queue_of(4);
+        for n in 1..=4 {
+            assert_eq!(q.push(msg(n), &mut None), QueuePush::Accepted);
+        }
+        assert_eq!(q.push(msg(5), &mut None), QueuePush::Full);
+        assert!(has_room(&q));
+        // Held back for a consumer that then leaves: nobody drains it, so nobody waits.
+        let q = queue_of(4);
+        let (c, _rx) = consumer(&q, 1);
+        for n in 1..=2 {
+            q.push(msg(n), &mut None);
+        }
+        assert_eq!(q.push(msg(3), &mut None), QueuePush::Congested);
+        assert!(!has_room(&q));
+        q.remove_consumer(c);
+        assert!(has_room(&q));
+    }
+
+    #[test]
+    fn a_publisher_that_gave_up_waiting_is_refused_at_the_limit_and_held_again_once_drained() {
+        let q = queue_of(4);
+        let (_c, rx) = consumer(&q, 1);
+        for n in 1..=2 {
+            q.push(msg(n), &mut None);
+        }
+        assert_eq!(q.push(msg(3), &mut None), QueuePush::Congested);
+        q.give_up_waiting();
+        assert!(has_room(&q));
+        assert_eq!(q.push(msg(4), &mut None), QueuePush::Accepted, "stalled: not held again");
+        assert_eq!(q.push(msg(5), &mut None), QueuePush::Accepted);
+        assert_eq!(q.push(msg(6), &mut None), QueuePush::Full);
+        for _ in 0..3 {
+            take(&rx).pop().unwrap().ack.as_ref().unwrap().ack();
+        }
+        assert_eq!(q.ready_len(), 1, "below the mark again");
+        assert_eq!(q.push(msg(7), &mut None), QueuePush::Congested, "held back again");
     }
 }

@@ -67,9 +67,11 @@ pub struct RouterConfig {
     pub max_topic_levels: usize,
     /// Most bytes in a topic name or filter, at most MQTT's 65,535.
     pub max_topic_bytes: usize,
-    /// How long a publisher is held back (its connection stops reading) while an at-least-once
-    /// subscriber it publishes to has a full outbox. A subscriber still full after this is
-    /// closed as a slow consumer. MQTT-SN and WS-N publishers are not held back.
+    /// How long a publisher is held back (its connection stops reading) while a subscriber it
+    /// publishes to has a full outbox, or a queue it publishes to is past half its limits. An
+    /// at-least-once subscriber still full after this is closed as a slow consumer; a queue
+    /// still past its mark refuses what exceeds its limits. MQTT-SN and WS-N publishers are not
+    /// held back.
     #[serde(with = "humantime_serde")]
     pub slow_consumer_grace: Duration,
 }
@@ -460,12 +462,13 @@ impl Router {
         self.route(message, &mut Vec::new(), durable)
     }
 
-    /// [`Router::publish`], noting in `congested` the outboxes that took an at-least-once
-    /// delivery over their capacity, and in `durable` the store commit of what it kept.
+    /// [`Router::publish`], noting in `congested` the outboxes that took a delivery over their
+    /// capacity and the queues past their mark, and in `durable` the store commit of what it
+    /// kept.
     fn route(
         &self,
         message: Arc<Message>,
-        congested: &mut Vec<Outbox>,
+        congested: &mut Vec<Congested>,
         durable: &mut Option<Durable>,
     ) -> PublishOutcome {
         let metrics = &self.0.metrics;
@@ -544,7 +547,7 @@ impl Router {
                         PushOutcome::Queued => outcome.delivered += 1,
                         PushOutcome::Congested => {
                             outcome.delivered += 1;
-                            congested.push(outbox.clone());
+                            congested.push(Congested::Outbox(outbox.clone()));
                         }
                         PushOutcome::Dropped(reason) => {
                             outcome.dropped += 1;
@@ -563,6 +566,10 @@ impl Router {
                 }
                 Target::Queue(queue) => match queue.push(message.clone(), durable) {
                     QueuePush::Accepted => outcome.delivered += 1,
+                    QueuePush::Congested => {
+                        outcome.delivered += 1;
+                        congested.push(Congested::Queue(queue.clone()));
+                    }
                     // Counted by the queue.
                     QueuePush::Full => outcome.refused += 1,
                     QueuePush::Deleted => {}
@@ -607,7 +614,7 @@ impl Router {
             };
             match record::decode_message(&value) {
                 Ok(Some(message)) => match queue.restore(message, seq) {
-                    QueuePush::Accepted => restored.queued += 1,
+                    QueuePush::Accepted | QueuePush::Congested => restored.queued += 1,
                     _ => tracing::warn!(queue = name, "a stored message does not fit its queue's limits; not restored"),
                 },
                 Ok(None) => drop(store.commit(vec![Change::Delete { space: Space::QueueMessages, key }])),
@@ -879,11 +886,44 @@ pub struct Session {
     tracks_durable: bool,
 }
 
-/// Subscribers this session's publishes have filled up, and since when.
+/// Subscribers and queues this session's publishes have filled up, and since when.
 #[derive(Default)]
 struct Congestion {
-    outboxes: Vec<Outbox>,
+    waits: Vec<Congested>,
     since: Option<Instant>,
+}
+
+/// What a publisher waits for: a subscriber's outbox or a queue its publishes filled.
+#[derive(Clone)]
+pub(crate) enum Congested {
+    /// An outbox past its capacity ([`PushOutcome::Congested`]).
+    Outbox(Outbox),
+    /// A queue past its mark ([`QueuePush::Congested`]).
+    Queue(Arc<Queue>),
+}
+
+impl Congested {
+    /// The subscriber's or the queue's id: one wait each, however many publishes filled it.
+    fn id(&self) -> SessionId {
+        match self {
+            Congested::Outbox(outbox) => outbox.session(),
+            Congested::Queue(queue) => queue.id(),
+        }
+    }
+
+    async fn wait_for_room(&self) {
+        match self {
+            Congested::Outbox(outbox) => outbox.wait_for_room().await,
+            Congested::Queue(queue) => queue.wait_for_room().await,
+        }
+    }
+
+    fn give_up_waiting(&self) {
+        match self {
+            Congested::Outbox(outbox) => outbox.give_up_waiting(),
+            Congested::Queue(queue) => queue.give_up_waiting(),
+        }
+    }
 }
 
 impl Session {
@@ -1125,13 +1165,22 @@ impl Session {
         let outcome = self.router.route(message, &mut congested, durable);
         if !congested.is_empty() {
             let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
-            for outbox in congested {
-                if !congestion.outboxes.iter().any(|o| o.session() == outbox.session()) {
-                    congestion.outboxes.push(outbox);
+            for wait in congested {
+                if !congestion.waits.iter().any(|w| w.id() == wait.id()) {
+                    congestion.waits.push(wait);
                 }
             }
         }
         outcome
+    }
+
+    /// Holds this session's publishes back for `queue`, which a push of its own (outside
+    /// [`Session::publish`]: an AMQP exchange, a STOMP `/queue/`) found past its mark.
+    pub fn congested_by(&self, queue: &Arc<Queue>) {
+        let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
+        if !congestion.waits.iter().any(|w| w.id() == queue.id()) {
+            congestion.waits.push(Congested::Queue(queue.clone()));
+        }
     }
 
     /// Makes this session's publishes report their store commits
@@ -1199,33 +1248,35 @@ impl Session {
         }
     }
 
-    /// Whether a subscriber of this session's publishes has a full outbox: stop reading from
-    /// the publisher and await [`Session::relieve_congestion`].
+    /// Whether a subscriber of this session's publishes has a full outbox, or a queue it
+    /// publishes to is past its mark: stop reading from the publisher and await
+    /// [`Session::relieve_congestion`].
     pub fn is_congesting(&self) -> bool {
-        !self.congestion.lock().unwrap_or_else(|e| e.into_inner()).outboxes.is_empty()
+        !self.congestion.lock().unwrap_or_else(|e| e.into_inner()).waits.is_empty()
     }
 
     /// Waits until every subscriber this session congested has room again, for at most the
     /// router's `slow_consumer_grace` from when the congestion began. Subscribers still full
     /// then with at-least-once deliveries are slow consumers (their connections close); those
     /// with at-most-once ones only lose what comes beyond their limits until they have room
-    /// ([`crate::Outbox::give_up_waiting`]). Cancel-safe: the deadline is kept, so calling it
-    /// again in a `select!` loop continues the same wait.
+    /// ([`crate::Outbox::give_up_waiting`]); queues still past their mark refuse what exceeds
+    /// their limits ([`Queue::give_up_waiting`]). Cancel-safe: the deadline is kept, so calling
+    /// it again in a `select!` loop continues the same wait.
     pub async fn relieve_congestion(&self) {
-        let (outboxes, since) = {
+        let (waits, since) = {
             let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
             let since = *congestion.since.get_or_insert_with(Instant::now);
-            (congestion.outboxes.clone(), since)
+            (congestion.waits.clone(), since)
         };
         let deadline = tokio::time::Instant::from_std(since + self.router.0.config.slow_consumer_grace);
-        for outbox in &outboxes {
-            if tokio::time::timeout_at(deadline, outbox.wait_for_room()).await.is_err() {
-                outbox.give_up_waiting();
+        for wait in &waits {
+            if tokio::time::timeout_at(deadline, wait.wait_for_room()).await.is_err() {
+                wait.give_up_waiting();
             }
         }
         let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
-        congestion.outboxes.retain(|o| !outboxes.iter().any(|done| done.session() == o.session()));
-        if congestion.outboxes.is_empty() {
+        congestion.waits.retain(|w| !waits.iter().any(|done| done.id() == w.id()));
+        if congestion.waits.is_empty() {
             congestion.since = None;
         }
     }

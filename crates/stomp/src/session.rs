@@ -489,6 +489,12 @@ impl StompSession {
                     self.await_stored(durable);
                     return Ok(());
                 }
+                QueuePush::Congested => {
+                    counters.messages_in.fetch_add(1, Relaxed);
+                    self.await_stored(durable);
+                    self.core.congested_by(&queue);
+                    return Ok(());
+                }
                 QueuePush::Full => {
                     // Counted by the queue. STOMP has no negative receipt; refusing the message is an ERROR.
                     return Err(StompError::limit(format!(
