@@ -353,8 +353,8 @@ pub enum AnyPublisher {
     Mqtt(MqttPublisher),
     /// STOMP.
     Stomp(StompPublisher),
-    /// AMQP 0.9.1; boxed because lapin's channel and properties make it several times the size
-    /// of the others.
+    /// AMQP 0.9.1; boxed because its message properties make it several times the size of the
+    /// others.
     Amqp(Box<AmqpPublisher>),
     /// MQTT-SN 1.2.
     MqttSn(MqttSnPublisher),
