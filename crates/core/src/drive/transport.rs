@@ -147,31 +147,34 @@ impl Reader<'_> {
         chunk: usize,
     ) -> Poll<io::Result<usize>> {
         match self {
-            Reader::Tcp(reader) => loop {
+            Reader::Tcp(reader) => {
                 ready!(reader.as_ref().poll_read_ready(cx))?;
-                input.reserve(chunk);
-                match reader.try_read_buf(input) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        // Readiness was stale: give the buffer back before waiting again, or
-                        // every connection that ever read would wait holding one.
-                        if input.is_empty() {
-                            *input = BytesMut::new();
-                        }
-                        continue;
-                    }
-                    result => return Poll::Ready(result),
-                }
-            },
-            Reader::Layered(reader) => {
-                input.reserve(chunk);
-                let polled = tokio_util::io::poll_read_buf(Pin::new(&mut **reader), cx, input);
-                if polled.is_pending() && input.is_empty() {
-                    *input = BytesMut::new();
-                }
-                polled
+                // Read through `AsyncRead` rather than `try_read_buf`: a read that does not fill
+                // the buffer then counts as draining the socket, so the next wait goes to epoll
+                // instead of a `recvfrom` that finds nothing (one wasted system call per
+                // wake-up of every busy connection otherwise).
+                read_into(Pin::new(reader), cx, input, chunk)
             }
+            Reader::Layered(reader) => read_into(Pin::new(&mut **reader), cx, input, chunk),
         }
     }
+}
+
+/// Reads into `input` with `chunk` bytes reserved for the read, and gives the buffer back if
+/// nothing came (readiness was stale, or a layer had no whole record yet), so that a connection
+/// waits without one.
+fn read_into(
+    reader: Pin<&mut impl AsyncRead>,
+    cx: &mut Context<'_>,
+    input: &mut BytesMut,
+    chunk: usize,
+) -> Poll<io::Result<usize>> {
+    input.reserve(chunk);
+    let polled = tokio_util::io::poll_read_buf(reader, cx, input);
+    if polled.is_pending() && input.is_empty() {
+        *input = BytesMut::new();
+    }
+    polled
 }
 
 impl AsyncRead for Reader<'_> {
