@@ -53,10 +53,8 @@ pub(crate) struct Inflight {
     pub(crate) publish: Publish,
     /// The delivery behind it.
     pub(crate) pending: Pending,
-    /// Retransmissions left before the client is considered lost.
-    pub(crate) retries_left: u32,
-    /// When to retransmit.
-    pub(crate) deadline: Instant,
+    /// When to send it again.
+    pub(crate) retry: Retry,
 }
 
 impl Inflight {
@@ -81,11 +79,42 @@ impl Inflight {
         }
     }
 
-    /// Restarts the timer and the retry budget for the next step of the exchange.
-    pub(crate) fn advance(&mut self, step: Step, now: Instant, timeout: Duration, retries: u32) {
+    /// Goes on to the next step of the exchange, with a fresh `retry`.
+    pub(crate) fn advance(&mut self, step: Step, retry: Retry) {
         self.step = step;
+        self.retry = retry;
+    }
+}
+
+/// The retransmission timer of one outbound message (§6.13): when to send it again, and how
+/// many more times before the client is taken for lost. Shared by the exchange in flight and
+/// the registrations, which retransmit alike.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retry {
+    /// When to send it again.
+    pub(crate) deadline: Instant,
+    /// Retransmissions left.
+    retries_left: u32,
+}
+
+impl Retry {
+    /// A timer started at `now`: `retries` retransmissions, `timeout` apart.
+    pub(crate) fn new(now: Instant, timeout: Duration, retries: u32) -> Self {
+        Retry { deadline: now + timeout, retries_left: retries }
+    }
+
+    /// Whether the deadline has passed at `now`.
+    pub(crate) fn is_due(&self, now: Instant) -> bool {
+        now >= self.deadline
+    }
+
+    /// Takes one retransmission and re-arms for `timeout` from `now`; false when none is left
+    /// (the client is lost).
+    pub(crate) fn fire(&mut self, now: Instant, timeout: Duration) -> bool {
+        let Some(left) = self.retries_left.checked_sub(1) else { return false };
+        self.retries_left = left;
         self.deadline = now + timeout;
-        self.retries_left = retries;
+        true
     }
 }
 
@@ -98,10 +127,8 @@ pub(crate) const MAX_REGISTRATIONS: usize = 8;
 pub(crate) struct Registration {
     /// What was sent, and is sent again on timeout.
     pub(crate) register: Register,
-    /// Retransmissions left before the client is considered lost.
-    pub(crate) retries_left: u32,
-    /// When to retransmit.
-    pub(crate) deadline: Instant,
+    /// When to send it again.
+    pub(crate) retry: Retry,
 }
 
 /// The outbound queue of one session.
@@ -134,8 +161,8 @@ impl Outgoing {
 
     /// The earliest retransmission deadline, of the exchange and the registrations.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let registrations = self.registrations.iter().map(|r| r.deadline);
-        registrations.chain(self.inflight.as_ref().map(|i| i.deadline)).min()
+        let registrations = self.registrations.iter().map(|r| r.retry.deadline);
+        registrations.chain(self.inflight.as_ref().map(|i| i.retry.deadline)).min()
     }
 
     /// Everything not yet delivered, in order, for the core outbox when the session goes
@@ -170,5 +197,16 @@ mod tests {
         let mut out = Outgoing { last_msg_id: u16::MAX - 1, ..Outgoing::default() };
         assert_eq!(out.next_msg_id(), u16::MAX);
         assert_eq!(out.next_msg_id(), 1);
+    }
+
+    #[test]
+    fn a_retry_fires_its_retransmissions_timeout_apart_then_gives_up() {
+        let (t0, timeout) = (Instant::now(), Duration::from_secs(10));
+        let mut retry = Retry::new(t0, timeout, 2);
+        assert!(!retry.is_due(t0 + timeout / 2) && retry.is_due(t0 + timeout));
+        assert!(retry.fire(t0 + timeout, timeout));
+        assert_eq!(retry.deadline, t0 + timeout * 2);
+        assert!(retry.fire(t0 + timeout * 2, timeout));
+        assert!(!retry.fire(t0 + timeout * 3, timeout), "two retransmissions, then lost");
     }
 }

@@ -34,7 +34,7 @@ use tracing::{debug, info};
 use crate::gateway::{Gateway, Limits, MAX_INBOUND_QOS2};
 use crate::kept;
 use crate::known_ids::KnownIds;
-use crate::outgoing::{Inflight, MAX_REGISTRATIONS, Outgoing, Pending, Registration, Step};
+use crate::outgoing::{Inflight, MAX_REGISTRATIONS, Outgoing, Pending, Registration, Retry, Step};
 use crate::predefined::PredefinedTopics;
 use crate::registry::RegistryFull;
 use crate::stats::GatewayStats;
@@ -437,23 +437,24 @@ impl ClientSession {
             return;
         }
         let (timeout, retries) = (self.limits.retransmit_timeout, self.limits.retransmit_retries);
-        for registration in self.out.registrations.iter_mut().filter(|r| now >= r.deadline) {
-            if registration.retries_left == 0 {
+        for registration in self.out.registrations.iter_mut().filter(|r| r.retry.is_due(now)) {
+            if !registration.retry.fire(now, timeout) {
                 info!(client_id = %self.client_id, retries, "no REGACK after the last retransmission: client lost");
                 return self.end(CloseReason::KeepAliveTimeout, true, now);
             }
-            registration.retries_left -= 1;
-            registration.deadline = now + timeout;
             self.transmit.push_back(SnMessage::Register(registration.register.clone()));
         }
-        let Some(inflight) = self.out.inflight.as_mut().filter(|i| now >= i.deadline) else { return };
-        if inflight.retries_left == 0 {
+        let Some(inflight) = self.out.inflight.as_mut().filter(|i| i.retry.is_due(now)) else { return };
+        if !inflight.retry.fire(now, timeout) {
             info!(client_id = %self.client_id, retries, "no answer after the last retransmission: client lost");
             return self.end(CloseReason::KeepAliveTimeout, true, now);
         }
-        inflight.retries_left -= 1;
-        inflight.deadline = now + timeout;
         self.transmit.push_back(inflight.retransmission());
+    }
+
+    /// A fresh retransmission timer for a message sent at `now`.
+    fn retry(&self, now: Instant) -> Retry {
+        Retry::new(now, self.limits.retransmit_timeout, self.limits.retransmit_retries)
     }
 
     /// The gateway ends the connection (shutdown, slow consumer, session taken over): with
@@ -564,9 +565,9 @@ impl ClientSession {
 
     /// Sends the in-flight exchange again after a sleep or a reconnection (as a duplicate).
     fn resume_inflight(&mut self, now: Instant) {
+        let retry = self.retry(now);
         if let Some(inflight) = &mut self.out.inflight {
-            inflight.deadline = now + self.limits.retransmit_timeout;
-            inflight.retries_left = self.limits.retransmit_retries;
+            inflight.retry = retry;
             self.transmit.push_back(inflight.retransmission());
         }
     }
@@ -811,10 +812,10 @@ impl ClientSession {
     }
 
     fn on_pubrec(&mut self, msg_id: u16, now: Instant) {
-        let (timeout, retries) = (self.limits.retransmit_timeout, self.limits.retransmit_retries);
+        let retry = self.retry(now);
         let Some(inflight) = self.out.inflight.as_mut().filter(|i| i.msg_id() == msg_id) else { return };
         match inflight.step {
-            Step::PubRec => inflight.advance(Step::PubComp, now, timeout, retries),
+            Step::PubRec => inflight.advance(Step::PubComp, retry),
             Step::PubComp => {} // duplicate PUBREC: our PUBREL was lost
             Step::RegAck | Step::PubAck => return,
         }
@@ -1014,9 +1015,8 @@ impl ClientSession {
                     if self.out.registering(id) || !room {
                         waiting.push_back(pending);
                     } else if let Some(register) = self.send_register(id, &name, gw, &pending.delivery) {
-                        let deadline = now + self.limits.retransmit_timeout;
-                        let retries_left = self.limits.retransmit_retries;
-                        self.out.registrations.push(Registration { register, retries_left, deadline });
+                        let retry = self.retry(now);
+                        self.out.registrations.push(Registration { register, retry });
                         waiting.push_back(pending);
                     }
                 }
@@ -1065,8 +1065,7 @@ impl ClientSession {
                         register: Some(register),
                         publish,
                         pending,
-                        retries_left: self.limits.retransmit_retries,
-                        deadline: now + self.limits.retransmit_timeout,
+                        retry: self.retry(now),
                     });
                 }
             }
@@ -1145,14 +1144,7 @@ impl ClientSession {
             }
         };
         self.egress.record(self.transmit.len(), &pending.delivery, pending.taken_at, None);
-        self.out.inflight = Some(Inflight {
-            step,
-            register: None,
-            publish,
-            pending,
-            retries_left: self.limits.retransmit_retries,
-            deadline: now + self.limits.retransmit_timeout,
-        });
+        self.out.inflight = Some(Inflight { step, register: None, publish, pending, retry: self.retry(now) });
     }
 
     /// Ends the connection. The will is published when `fire_will` (the client did not say
