@@ -1163,13 +1163,8 @@ impl Session {
         }
         let mut congested = Vec::new();
         let outcome = self.router.route(message, &mut congested, durable);
-        if !congested.is_empty() {
-            let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
-            for wait in congested {
-                if !congestion.waits.iter().any(|w| w.id() == wait.id()) {
-                    congestion.waits.push(wait);
-                }
-            }
+        for wait in congested {
+            self.wait_for(wait);
         }
         outcome
     }
@@ -1177,9 +1172,22 @@ impl Session {
     /// Holds this session's publishes back for `queue`, which a push of its own (outside
     /// [`Session::publish`]: an AMQP exchange, a STOMP `/queue/`) found past its mark.
     pub fn congested_by(&self, queue: &Arc<Queue>) {
+        self.wait_for(Congested::Queue(queue.clone()));
+    }
+
+    /// Adds `wait` to what this session's publishes wait for, once. Not a queue this session
+    /// consumes from itself: its connection would stop reading the acknowledgements that drain
+    /// it (AMQP reads nothing while held back), so such a publisher is refused at the queue's
+    /// limit instead, as before queues held anyone back.
+    fn wait_for(&self, wait: Congested) {
+        if let Congested::Queue(queue) = &wait
+            && self.consumers.iter().any(|(q, id, _)| id.is_some() && Arc::ptr_eq(q, queue))
+        {
+            return;
+        }
         let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
-        if !congestion.waits.iter().any(|w| w.id() == queue.id()) {
-            congestion.waits.push(Congested::Queue(queue.clone()));
+        if !congestion.waits.iter().any(|w| w.id() == wait.id()) {
+            congestion.waits.push(wait);
         }
     }
 

@@ -188,6 +188,40 @@ async fn a_fast_publisher_is_held_back_until_the_slow_subscriber_has_room() {
     assert!(!publisher.is_congesting());
 }
 
+#[tokio::test]
+async fn a_queue_past_its_mark_holds_back_its_publishers_but_not_its_own_consumers() {
+    let r = router();
+    let options = QueueOptions { max_length: 4, ..Default::default() };
+    let (q, _) = r.declare_queue("work", options).unwrap();
+    r.bind_queue(&q, "jobs", 0).unwrap();
+    let mut worker = r.open_session(Protocol::Amqp);
+    worker.consume(&q, 1, QoS::AtLeastOnce, 1).unwrap();
+    let publisher = r.open_session(Protocol::Mqtt);
+    for n in 0..3 {
+        assert_eq!(publisher.publish(message(&publisher, "jobs", &n.to_string(), QoS::AtLeastOnce)).delivered, 1);
+    }
+    assert!(publisher.is_congesting(), "one with the worker, two waiting: half of 4");
+    // The worker republishing into the queue it drains would stop reading its own acks.
+    assert_eq!(worker.publish(message(&worker, "jobs", "again", QoS::AtLeastOnce)).delivered, 1);
+    assert!(!worker.is_congesting(), "a consumer of the queue is not held back by it");
+    let relieve = tokio::spawn(async move {
+        publisher.relieve_congestion().await;
+        publisher
+    });
+    tokio::task::yield_now().await;
+    assert!(!relieve.is_finished(), "waits while the queue is past its mark");
+    let mut taken = Vec::new();
+    for _ in 0..4 {
+        // Credit 1: each acknowledgement lets the next message through.
+        for delivery in drain(&worker) {
+            taken.push(String::from_utf8(delivery.message.payload.to_vec()).unwrap());
+            delivery.ack.as_ref().unwrap().ack();
+        }
+    }
+    assert_eq!(taken, ["0", "1", "2", "again"], "nothing was refused");
+    assert!(!relieve.await.unwrap().is_congesting());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_subscriber_still_full_after_the_grace_is_closed_as_slow_consumer() {
     let r = router();
