@@ -27,6 +27,7 @@ pub mod topic;
 pub mod transcode;
 mod trie;
 mod variants;
+mod wait;
 
 pub use ack_line::AckLine;
 pub use budget::MemoryBudget;

@@ -303,18 +303,11 @@ impl Outbox {
     /// Waits until the outbox is below capacity (or its session is gone or already a slow
     /// consumer, when waiting longer would be pointless). Cancel-safe.
     pub async fn wait_for_room(&self) {
-        loop {
-            let room = self.0.room.notified();
-            tokio::pin!(room);
-            room.as_mut().enable();
-            {
-                let state = self.0.lock();
-                if state.closed || state.overflowed || !self.0.is_full(&state) {
-                    return;
-                }
-            }
-            room.await;
-        }
+        crate::wait::until(&self.0.room, || {
+            let state = self.0.lock();
+            state.closed || state.overflowed || !self.0.is_full(&state)
+        })
+        .await;
     }
 
     /// A publisher's grace for this subscriber ran out. With at-least-once deliveries over

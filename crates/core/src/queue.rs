@@ -413,15 +413,7 @@ impl Queue {
     /// Returns once publishers may go on: the queue is below its mark, or nobody drains it.
     /// Cancel-safe.
     pub async fn wait_for_room(&self) {
-        loop {
-            let room = self.room.notified();
-            tokio::pin!(room);
-            room.as_mut().enable();
-            if !self.lock().congested {
-                return;
-            }
-            room.await;
-        }
+        crate::wait::until(&self.room, || !self.lock().congested).await;
     }
 
     /// A publisher's grace ran out while the consumers did not drain the queue: publishers
