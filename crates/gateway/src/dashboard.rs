@@ -1,7 +1,7 @@
 //! The live dashboard (`/dashboard`): an embedded page, and the snapshots it draws, as JSON
 //! (`/api/dashboard`) and as Server-Sent Events (`/api/dashboard/events`), one a second.
 //!
-//! It owns the page's assets (`broker/assets/dashboard/`, compiled in: a gateway is often
+//! It owns the page's assets (`crates/gateway/assets/dashboard/`, compiled in: a gateway is often
 //! offline, so nothing comes from a CDN) and the sampler that turns the metrics registry into
 //! snapshots. It only reads `tolk_metrics`; it knows nothing of protocols' sessions or sockets.
 //!
