@@ -363,6 +363,28 @@ def test_while_nats_is_away_the_spool_holds_at_most_spool_max_bytes(tmp_path):
         node.stop()
 
 
+def replica_views(nats):
+    """Each NATS server's view of the replicas of the streams it holds a replica of."""
+    views = []
+    for i in range(nats.size):
+        _, jsz = nats.monitor(i, "/jsz?streams=true&config=true")
+        streams = {}
+        for account in jsz.get("account_details", []):
+            streams.update({st["name"]: st["config"]["num_replicas"] for st in account.get("stream_detail", [])})
+        views.append(streams)
+    return views
+
+
+def agreed(views):
+    """The replicas of each stream, as every server holding one of them reports it; `None` for a
+    stream the servers disagree on (one has not applied a change yet)."""
+    merged = {}
+    for view in views:
+        for stream, replicas in view.items():
+            merged[stream] = replicas if merged.get(stream, replicas) == replicas else None
+    return merged
+
+
 def test_a_stream_made_with_fewer_replicas_is_scaled_up_to_the_cluster_size(tmp_path):
     """A node that made the stream and the bucket R1 (here by `replicas = 1`; in the field, by
     connecting before the NATS cluster had formed) leaves them R1; the next node that sees three
@@ -381,12 +403,11 @@ def test_a_stream_made_with_fewer_replicas_is_scaled_up_to_the_cluster_size(tmp_
                 wait_for(f"{name} up in the cluster", lambda: status(node)["state"] == "up")
             finally:
                 node.stop()
-            streams = {}
-            for i in range(nats.size):
-                _, jsz = nats.monitor(i, "/jsz?streams=true&config=true")
-                for account in jsz.get("account_details", []):
-                    streams.update({st["name"]: st["config"]["num_replicas"] for st in account.get("stream_detail", [])})
-            want = 1 if replicas else 3
-            assert streams == {"TOLK": want, "KV_tolk_retained": want}, (name, streams)
+            want = {"TOLK": 1, "KV_tolk_retained": 1} if replicas else {"TOLK": 3, "KV_tolk_retained": 3}
+            # The scale-up is acknowledged by the stream's leader; each server's monitor shows it
+            # once that server has applied it, so every server's view is awaited.
+            wait_for(f"{name}: every server sees {want}", lambda: agreed(replica_views(nats)) == want)
+            views = replica_views(nats)
+            assert agreed(views) == want, (name, views)
     finally:
         nats.stop()
