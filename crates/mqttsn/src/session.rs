@@ -998,13 +998,19 @@ impl ClientSession {
                 waiting.push_back(pending);
                 continue;
             }
+            // Its topic's REGISTER is out: it waits for the REGACK, and is not routed again
+            // (looked up, encoded, sized) on every pump meanwhile.
+            let registering = gw.registry.id(topic).is_some_and(|id| self.out.registering(id));
             if sn_qos(pending.delivery.qos) != QoS::Zero {
-                let registering = gw.registry.id(topic).is_some_and(|id| self.out.registering(id));
                 if self.out.inflight.is_some() || registering {
                     waiting.push_back(pending);
                 } else {
                     self.start_delivery(pending, now, gw);
                 }
+                continue;
+            }
+            if registering {
+                waiting.push_back(pending);
                 continue;
             }
             match self.outbound(&pending, now, gw) {
