@@ -18,11 +18,12 @@ pub use transport::{ByteStream, Reader, Transport, TransportKind, Writer};
 
 use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -198,23 +199,40 @@ pub fn drive<S: ProtocolSession>(
 ) -> impl Future<Output = CloseReason> + Send {
     let mut driver = Driver { session, stream, input, shutdown, signal, limits };
     async move {
-        let reason = loop {
-            match run(&mut driver).await {
-                Step::Closed(reason) => break reason,
-                // Boxed, as the close below: once per connection at most, and the driver moves
-                // into it, so that the task of every connection does not hold room for both.
-                Step::StartTls(tls) => match Box::pin(upgrade(driver, tls)).await {
-                    Ok(upgraded) => driver = upgraded,
-                    Err(reason) => return reason,
-                },
-            }
-        };
-        let Driver { session, stream, shutdown, .. } = driver;
-        // Boxed: the close runs once per connection, and its futures (a timer, a write, the
-        // linger) should not size the task of every idle one.
-        Box::pin(close(session, reason, stream, shutdown)).await;
-        reason
+        let step = run(&mut driver).await;
+        // Boxed: what follows runs once per connection, and its futures (a write, a timer,
+        // the linger, a TLS handshake) should not size the task of every idle one.
+        Box::pin(finish(driver, step)).await
     }
+}
+
+/// What follows the driver's loop: the close, or the connection over TLS.
+async fn finish<S: ProtocolSession>(driver: Driver<S>, step: Step) -> CloseReason {
+    match step {
+        Step::Closed(reason) => {
+            close(driver, reason).await;
+            reason
+        }
+        Step::StartTls(tls) => serve_over_tls(driver, tls).await,
+    }
+}
+
+/// The rest of a connection whose session asked for TLS: the handshake, then the driver over
+/// TLS to the end. A second request ends the connection: TLS is not layered twice.
+async fn serve_over_tls<S: ProtocolSession>(driver: Driver<S>, tls: Arc<Tls>) -> CloseReason {
+    let mut driver = match upgrade(driver, tls).await {
+        Ok(upgraded) => upgraded,
+        Err(reason) => return reason,
+    };
+    let reason = match run(&mut driver).await {
+        Step::Closed(reason) => reason,
+        Step::StartTls(_) => {
+            debug!("STARTTLS asked again over TLS");
+            CloseReason::ProtocolError
+        }
+    };
+    close(driver, reason).await;
+    reason
 }
 
 /// Why [`run`] returned.
@@ -276,12 +294,8 @@ struct Driver<S> {
 
 /// Writes what is pending (unless the socket stopped taking output), releases the session,
 /// then lingers.
-async fn close<S: ProtocolSession>(
-    session: S,
-    reason: CloseReason,
-    mut stream: Transport,
-    shutdown: CancellationToken,
-) {
+async fn close<S: ProtocolSession>(driver: Driver<S>, reason: CloseReason) {
+    let Driver { session, mut stream, shutdown, .. } = driver;
     let (mut reader, mut writer) = stream.split();
     if reason != CloseReason::SlowConsumer || session.finished().is_some() {
         let flush = writer.write_all(session.pending_output());
@@ -306,128 +320,210 @@ fn handle_due<S: ProtocolSession>(session: &mut S, deadline: Option<Instant>, re
     true
 }
 
-async fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> Step {
-    let Driver { session, stream, input, shutdown, signal, limits } = driver;
-    let limits = &*limits;
-    let (mut reader, mut writer) = stream.split();
-    if !input.is_empty() {
-        session.handle_bytes(input, Instant::now());
+/// What the driver does next, as [`plan`] decides it before each wait.
+enum Next {
+    /// The connection is over, or asks for TLS.
+    Done(Step),
+    /// Work was done without waiting (input handled from the buffer): plan again.
+    Again,
+    /// The session's deadline was due and handled: yield if the task's budget is spent, then
+    /// plan again.
+    Yield,
+    /// Wait for the first of the events `Round` enables.
+    Wait(Round),
+}
+
+/// Which of the driver's waits are enabled for one round. Only these flags outlive the wait,
+/// besides the driver itself: every local kept across an await is a field of the task of every
+/// connection.
+struct Round {
+    /// Deliveries to take from the outbox at most (32-bit: no more than
+    /// [`DriveLimits::delivery_batch`]).
+    window: u32,
+    /// Read from the socket.
+    reading: bool,
+    /// Output waits to be written.
+    writing: bool,
+    /// The timer is set.
+    timed: bool,
+    /// Wait for the subscribers this session congested.
+    congested: bool,
+    /// Watch the session's signal.
+    watching: bool,
+    /// Store commits are pending.
+    durable: bool,
+}
+
+/// Does what needs no waiting, and says what to wait for: the session's end, input left in
+/// the buffer, a slow consumer's write timeout, a due deadline. `write_progress` is when the
+/// socket last took output (or output started waiting); `timer` is set to the next deadline;
+/// `watching`: a signal is there to watch.
+fn plan<S: ProtocolSession>(
+    session: &mut S,
+    input: &mut BytesMut,
+    limits: &DriveLimits,
+    watching: bool,
+    write_progress: &mut Instant,
+    timer: Pin<&mut tokio::time::Sleep>,
+) -> Next {
+    if let Some(reason) = session.finished() {
+        return Next::Done(Step::Closed(reason));
     }
-    // Allocated by the first delivery, not before: a connection that never receives one (an
-    // idle sensor, a publisher) holds no room for a batch.
-    let mut batch = Vec::new();
-    let mut shutting_down = false;
-    // One timer for the connection's life, moved to each new deadline: a deadline that only
-    // moves later (heartbeats) costs an atomic store, not a timer-wheel insertion per event.
-    let mut timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
-    // When the socket last took output (or output started waiting).
-    let mut write_progress = Instant::now();
-    loop {
-        if let Some(reason) = session.finished() {
-            return Step::Closed(reason);
+    if session.input_ready() {
+        session.handle_bytes(input, Instant::now());
+        return Next::Again;
+    }
+    // Empty until bytes arrive, and released once they are all handled: an idle
+    // connection holds no read buffer.
+    if input.is_empty() && input.capacity() > 0 {
+        *input = BytesMut::new();
+    }
+    let backlog = session.pending_output().len();
+    let stalled_at = limits.write_timeout.filter(|_| backlog > 0).map(|t| *write_progress + t);
+    if stalled_at.is_some_and(|at| at <= Instant::now()) {
+        debug!(timeout = ?limits.write_timeout, backlog, "output not taken in time; slow consumer");
+        return Next::Done(Step::Closed(CloseReason::SlowConsumer));
+    }
+    if backlog == 0 {
+        *write_progress = Instant::now();
+        if let Some(tls) = session.take_start_tls() {
+            return Next::Done(Step::StartTls(tls));
         }
-        if session.input_ready() {
-            session.handle_bytes(input, Instant::now());
-            continue;
+    }
+    let deadline = match (session.poll_timeout(), stalled_at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let reading = session.may_read() && backlog < limits.high_water as usize;
+    // Due already, with nothing waiting to be written (a round of MQTT retained messages,
+    // once the last round is out): handled here rather than by the timer, whose
+    // millisecond ticks would add a tick per round. With output waiting, the select
+    // writes it first (a heart-beat just queued is due until written). The task still
+    // yields when its scheduling budget is spent, so its neighbours get their turns.
+    if backlog == 0 && handle_due(session, deadline, reading) {
+        return Next::Yield;
+    }
+    if let Some(at) = deadline {
+        timer.reset(at.into());
+    }
+    let window = if backlog < limits.high_water as usize {
+        // At most the batch, which is 32-bit.
+        session.delivery_window().min(limits.delivery_batch as usize) as u32
+    } else {
+        0
+    };
+    Next::Wait(Round {
+        window,
+        reading,
+        writing: backlog > 0,
+        timed: deadline.is_some(),
+        congested: session.core().is_congesting(),
+        watching,
+        durable: session.core().has_pending_durable(),
+    })
+}
+
+/// The driver's loop: [`plan`], then wait for the first enabled event and hand it to the
+/// session. It reaches the driver's parts through `driver` rather than through bindings of
+/// its own, which the task would keep across the wait.
+///
+/// Not an `async fn`, which would keep its argument twice.
+#[allow(clippy::manual_async_fn, reason = "an async fn keeps its argument twice in its state")]
+fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step> + Send {
+    async move {
+        if !driver.input.is_empty() {
+            driver.session.handle_bytes(&mut driver.input, Instant::now());
         }
-        // Empty until bytes arrive, and released once they are all handled: an idle
-        // connection holds no read buffer.
-        if input.is_empty() && input.capacity() > 0 {
-            *input = BytesMut::new();
-        }
-        let backlog = session.pending_output().len();
-        let stalled_at = limits.write_timeout.filter(|_| backlog > 0).map(|t| write_progress + t);
-        if stalled_at.is_some_and(|at| at <= Instant::now()) {
-            debug!(timeout = ?limits.write_timeout, backlog, "output not taken in time; slow consumer");
-            return Step::Closed(CloseReason::SlowConsumer);
-        }
-        if backlog == 0 {
-            write_progress = Instant::now();
-            if let Some(tls) = session.take_start_tls() {
-                return Step::StartTls(tls);
-            }
-        }
-        let deadline = match (session.poll_timeout(), stalled_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let reading = session.may_read() && backlog < limits.high_water as usize;
-        // Due already, with nothing waiting to be written (a round of MQTT retained messages,
-        // once the last round is out): handled here rather than by the timer, whose
-        // millisecond ticks would add a tick per round. With output waiting, the select below
-        // writes it first (a heart-beat just queued is due until written). The task still
-        // yields when its scheduling budget is spent, so its neighbours get their turns.
-        if backlog == 0 && handle_due(session, deadline, reading) {
-            tokio::task::consume_budget().await;
-            continue;
-        }
-        if let Some(at) = deadline {
-            timer.as_mut().reset(at.into());
-        }
-        let congested = session.core().is_congesting();
-        let window = if backlog < limits.high_water as usize {
-            session.delivery_window().min(limits.delivery_batch as usize)
-        } else {
-            0
-        };
-        let watching = signal.is_some();
-        let durable_pending = session.core().has_pending_durable();
-        // What the waits below borrow: the core session, not the protocol's (which need not
-        // be `Sync`; the codecs of some are not).
-        let core = session.core();
-        tokio::select! {
-            _ = shutdown.cancelled(), if !shutting_down => {
-                shutting_down = true;
-                session.begin_shutdown(Instant::now());
-            }
-            // On TCP, waits for readability without a buffer; one is allocated only when bytes
-            // are there.
-            read = std::future::poll_fn(|cx| reader.poll_read_into(cx, input, limits.read_chunk as usize)), if reading => {
-                match read {
-                    Ok(0) => session.handle_eof(!input.is_empty()),
-                    Ok(_) => session.handle_bytes(input, Instant::now()),
-                    Err(e) => session.handle_io_error(&e),
+        // Allocated by the first delivery, not before: a connection that never receives one (an
+        // idle sensor, a publisher) holds no room for a batch.
+        let mut batch = Vec::new();
+        let mut shutting_down = false;
+        // One timer for the connection's life, moved to each new deadline: a deadline that only
+        // moves later (heartbeats) costs an atomic store, not a timer-wheel insertion per event.
+        let mut timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+        let mut write_progress = Instant::now();
+        loop {
+            let watching = driver.signal.is_some();
+            // Matched at once, not bound: a binding would be kept across the waits below.
+            let round = match plan(
+                &mut driver.session,
+                &mut driver.input,
+                &driver.limits,
+                watching,
+                &mut write_progress,
+                timer.as_mut(),
+            ) {
+                Next::Done(step) => return step,
+                Next::Again => continue,
+                Next::Yield => {
+                    tokio::task::consume_budget().await;
+                    continue;
                 }
-            }
-            written = writer.write(session.pending_output()), if backlog > 0 => match written {
-                Ok(0) => session.handle_io_error(&io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    write_progress = Instant::now();
-                    session.advance_output(n, write_progress);
+                Next::Wait(round) => round,
+            };
+            // Split afresh each round and moved into the waits, with the input buffer's borrow:
+            // nothing of them is kept beside the waits.
+            let (mut reader, mut writer) = driver.stream.split();
+            let input = &mut driver.input;
+            let chunk = driver.limits.read_chunk as usize;
+            let output = driver.session.pending_output();
+            // What the waits borrow: the core session, not the protocol's (which need not be
+            // `Sync`; the codecs of some are not).
+            let core = driver.session.core();
+            tokio::select! {
+                _ = driver.shutdown.cancelled(), if !shutting_down => {
+                    shutting_down = true;
+                    driver.session.begin_shutdown(Instant::now());
                 }
-                Err(e) => session.handle_io_error(&e),
-            },
-            // Polled even with a window of 0: it then returns only when the outbox overflows,
-            // which is how a client that stops acknowledging is told and closed instead of
-            // being dropped from silently.
-            drained = std::future::poll_fn(|cx| core.receiver().poll_drain(cx, &mut batch, window)) => match drained {
-                Ok(_) => session.handle_deliveries(&mut batch, Instant::now()),
-                Err(_) => session.handle_overflow(Instant::now()),
-            },
-            // Boxed when polled, as the congestion wait below: rare events whose futures should
-            // not size the task of every idle connection (every branch's future is built on each
-            // round, enabled or not).
-            fired = async { Box::pin(signal.as_mut().expect("watched only when present").next()).await }, if watching => {
-                if fired.is_some() {
-                    session.handle_signal(Instant::now());
+                // On TCP, waits for readability without a buffer; one is allocated only when bytes
+                // are there.
+                read = std::future::poll_fn(move |cx| reader.poll_read_into(cx, input, chunk)), if round.reading => {
+                    match read {
+                        Ok(0) => driver.session.handle_eof(!driver.input.is_empty()),
+                        Ok(_) => driver.session.handle_bytes(&mut driver.input, Instant::now()),
+                        Err(e) => driver.session.handle_io_error(&e),
+                    }
                 }
-                if fired != Some(true) {
-                    // Fired for the last time, or its sender is gone: nothing more to watch.
-                    *signal = None;
+                written = std::future::poll_fn(move |cx| Pin::new(&mut writer).poll_write(cx, output)), if round.writing => match written {
+                    Ok(0) => driver.session.handle_io_error(&io::ErrorKind::WriteZero.into()),
+                    Ok(n) => {
+                        write_progress = Instant::now();
+                        driver.session.advance_output(n, write_progress);
+                    }
+                    Err(e) => driver.session.handle_io_error(&e),
+                },
+                // Polled even with a window of 0: it then returns only when the outbox overflows,
+                // which is how a client that stops acknowledging is told and closed instead of
+                // being dropped from silently.
+                drained = std::future::poll_fn(|cx| core.receiver().poll_drain(cx, &mut batch, round.window as usize)) => match drained {
+                    Ok(_) => driver.session.handle_deliveries(&mut batch, Instant::now()),
+                    Err(_) => driver.session.handle_overflow(Instant::now()),
+                },
+                // Boxed when polled, as the congestion wait below: rare events whose futures should
+                // not size the task of every idle connection (every branch's future is built on each
+                // round, enabled or not).
+                fired = async { Box::pin(driver.signal.as_mut().expect("watched only when present").next()).await }, if round.watching => {
+                    if fired.is_some() {
+                        driver.session.handle_signal(Instant::now());
+                    }
+                    if fired != Some(true) {
+                        // Fired for the last time, or its sender is gone: nothing more to watch.
+                        driver.signal = None;
+                    }
                 }
-            }
-            result = std::future::poll_fn(|cx| core.poll_durable(cx)), if durable_pending => {
-                session.handle_durable(result, Instant::now());
-            }
-            () = async { Box::pin(core.relieve_congestion()).await }, if congested => {
-                session.handle_bytes(input, Instant::now());
-            }
-            () = timer.as_mut(), if deadline.is_some() => {
-                if !reading {
-                    // Not read meanwhile: the silence is the broker's, not the peer's.
-                    session.excuse_silence(Instant::now());
+                result = std::future::poll_fn(|cx| core.poll_durable(cx)), if round.durable => {
+                    driver.session.handle_durable(result, Instant::now());
                 }
-                session.handle_timeout(Instant::now());
+                () = async { Box::pin(core.relieve_congestion()).await }, if round.congested => {
+                    driver.session.handle_bytes(&mut driver.input, Instant::now());
+                }
+                () = timer.as_mut(), if round.timed => {
+                    if !round.reading {
+                        // Not read meanwhile: the silence is the broker's, not the peer's.
+                        driver.session.excuse_silence(Instant::now());
+                    }
+                    driver.session.handle_timeout(Instant::now());
+                }
             }
         }
     }
