@@ -5,7 +5,7 @@
 //! No lock here is ever held across an await.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -374,8 +374,10 @@ impl Router {
             receiver,
             consumers: Vec::new(),
             congestion: Mutex::default(),
+            congested: AtomicBool::new(false),
             rights: None,
             durable: Mutex::default(),
+            durable_pending: AtomicBool::new(false),
             tracks_durable: false,
         }
     }
@@ -876,11 +878,16 @@ pub struct Session {
     /// Queues this session consumes from, or holds as an offline member (`None`), by tag.
     consumers: Vec<(Arc<Queue>, Option<crate::queue::ConsumerId>, u64)>,
     congestion: Mutex<Congestion>,
+    /// Whether `congestion` waits for anything: set and cleared under its lock, read without
+    /// it, so that the connection's loop takes no lock to ask on every round.
+    congested: AtomicBool,
     rights: Rights,
     /// Store commits of this session's publishes (and markers the front end queued behind
     /// them), oldest first. Boxed: most sessions never have one.
     #[allow(clippy::box_collection, reason = "8 bytes instead of 32 in every session, most of which never hold one")]
     durable: Mutex<Option<Box<VecDeque<Durable>>>>,
+    /// Whether `durable` holds a commit: set and cleared under its lock, read without it.
+    durable_pending: AtomicBool,
     /// Whether its front end waits for the store before acknowledging (see
     /// [`Session::track_durable`]); commits of other sessions are not kept here.
     tracks_durable: bool,
@@ -1188,6 +1195,7 @@ impl Session {
         let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
         if !congestion.waits.iter().any(|w| w.id() == wait.id()) {
             congestion.waits.push(wait);
+            self.congested.store(true, Ordering::Release);
         }
     }
 
@@ -1202,18 +1210,22 @@ impl Session {
     /// acknowledges in order (MQTT) queues an already-durable marker ([`Durable::ready`]) for a
     /// publish that kept nothing while earlier ones are still being written.
     pub fn await_durable(&self, durable: Durable) {
-        self.durable.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().push_back(durable);
+        let mut pending = self.durable.lock().unwrap_or_else(|e| e.into_inner());
+        pending.get_or_insert_default().push_back(durable);
+        self.durable_pending.store(true, Ordering::Release);
     }
 
     /// Forgets the pending commits (they go on in the store): a persistent session resumed by
     /// a new connection has none of the old connection's acknowledgements to send.
     pub fn forget_durable(&self) {
-        *self.durable.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let mut pending = self.durable.lock().unwrap_or_else(|e| e.into_inner());
+        *pending = None;
+        self.durable_pending.store(false, Ordering::Release);
     }
 
     /// Whether commits are pending (the connection driver then polls [`Session::poll_durable`]).
     pub fn has_pending_durable(&self) -> bool {
-        self.durable.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|q| !q.is_empty())
+        self.durable_pending.load(Ordering::Acquire)
     }
 
     /// The outcome of the oldest pending commit, once it has one.
@@ -1225,6 +1237,7 @@ impl Session {
         queue.pop_front();
         if queue.is_empty() {
             *pending = None;
+            self.durable_pending.store(false, Ordering::Release);
         }
         std::task::Poll::Ready(result)
     }
@@ -1260,7 +1273,7 @@ impl Session {
     /// publishes to is past its mark: stop reading from the publisher and await
     /// [`Session::relieve_congestion`].
     pub fn is_congesting(&self) -> bool {
-        !self.congestion.lock().unwrap_or_else(|e| e.into_inner()).waits.is_empty()
+        self.congested.load(Ordering::Acquire)
     }
 
     /// Waits until every subscriber this session congested has room again, for at most the
@@ -1286,6 +1299,7 @@ impl Session {
         congestion.waits.retain(|w| !waits.iter().any(|done| done.id() == w.id()));
         if congestion.waits.is_empty() {
             congestion.since = None;
+            self.congested.store(false, Ordering::Release);
         }
     }
 
