@@ -877,7 +877,8 @@ pub struct Session {
     receiver: OutboxReceiver,
     /// Queues this session consumes from, or holds as an offline member (`None`), by tag.
     consumers: Vec<(Arc<Queue>, Option<crate::queue::ConsumerId>, u64)>,
-    congestion: Mutex<Congestion>,
+    /// Boxed, and only while it waits for something: 16 bytes in every session instead of 48.
+    congestion: Mutex<Option<Box<Congestion>>>,
     /// Whether `congestion` waits for anything: set and cleared under its lock, read without
     /// it, so that the connection's loop takes no lock to ask on every round.
     congested: AtomicBool,
@@ -1193,6 +1194,7 @@ impl Session {
             return;
         }
         let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
+        let congestion = congestion.get_or_insert_default();
         if !congestion.waits.iter().any(|w| w.id() == wait.id()) {
             congestion.waits.push(wait);
             self.congested.store(true, Ordering::Release);
@@ -1286,6 +1288,7 @@ impl Session {
     pub async fn relieve_congestion(&self) {
         let (waits, since) = {
             let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(congestion) = congestion.as_mut() else { return };
             let since = *congestion.since.get_or_insert_with(Instant::now);
             (congestion.waits.clone(), since)
         };
@@ -1296,9 +1299,10 @@ impl Session {
             }
         }
         let mut congestion = self.congestion.lock().unwrap_or_else(|e| e.into_inner());
-        congestion.waits.retain(|w| !waits.iter().any(|done| done.id() == w.id()));
-        if congestion.waits.is_empty() {
-            congestion.since = None;
+        let Some(left) = congestion.as_mut() else { return };
+        left.waits.retain(|w| !waits.iter().any(|done| done.id() == w.id()));
+        if left.waits.is_empty() {
+            *congestion = None;
             self.congested.store(false, Ordering::Release);
         }
     }

@@ -5,7 +5,7 @@
 //! the store takes its packet id from its place there ([`id_for_stored`]), so the same holds
 //! after a restart.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::num::NonZeroU16;
 
 use tolk_core::Delivery;
@@ -150,10 +150,11 @@ impl Outgoing {
 
 /// QoS 2 packet identifiers received from the client whose PUBREL has not arrived: a PUBLISH
 /// with one of these ids is a duplicate and is not routed again (MQTT 5 §4.3.3 method B
-/// receiver side: "store the packet identifier until PUBREL").
+/// receiver side: "store the packet identifier until PUBREL"). A B-tree set: 24 bytes instead
+/// of a hash set's 48 in every session, and no hashing per QoS 2 message.
 #[derive(Debug, Default)]
 pub struct IncomingQos2 {
-    ids: HashSet<u16>,
+    ids: BTreeSet<u16>,
 }
 
 impl IncomingQos2 {
