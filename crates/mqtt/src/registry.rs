@@ -65,7 +65,9 @@ pub struct Registry {
 
 #[derive(Default)]
 struct Inner {
-    sessions: HashMap<String, Entry>,
+    /// Keyed by the session's own client id (shared, not copied: one allocation less per
+    /// connection).
+    sessions: HashMap<Arc<str>, Entry>,
     last_conn: u64,
 }
 
@@ -84,17 +86,18 @@ impl Registry {
     /// connection already holding it is told to close and park its session, and the claim then
     /// takes that session. An id that a proven user holds, online or stored, is taken only by
     /// the same user (MQTT-3.1.4-2's takeover must not let one user seize another's session).
-    pub async fn claim(&self, client_id: &str, owner: Option<&Arc<str>>) -> Result<Claim, ClaimError> {
+    pub async fn claim(&self, client_id: &Arc<str>, owner: Option<&Arc<str>>) -> Result<Claim, ClaimError> {
+        let id: &str = client_id;
         loop {
             let mut released = pin!(self.changed.notified());
             let holder = {
                 let mut inner = self.lock();
-                if let Some(entry) = inner.sessions.get(client_id)
+                if let Some(entry) = inner.sessions.get(id)
                     && entry.owner().is_some_and(|held| Some(held) != owner.map(|o| &**o))
                 {
-                    return Err(ClaimError::OwnedByAnother(client_id.to_owned()));
+                    return Err(ClaimError::OwnedByAnother(id.to_owned()));
                 }
-                match inner.sessions.get_mut(client_id) {
+                match inner.sessions.get_mut(id) {
                     None => {
                         if inner.sessions.len() >= self.max_sessions {
                             return Err(ClaimError::Full(self.max_sessions));
@@ -102,7 +105,7 @@ impl Registry {
                         return Ok(Self::attach(&mut inner, client_id, None, owner));
                     }
                     Some(Entry::Offline(_)) => {
-                        let previous = match inner.sessions.remove(client_id) {
+                        let previous = match inner.sessions.remove(id) {
                             Some(Entry::Offline(parked)) => Some(*parked),
                             _ => None,
                         };
@@ -120,21 +123,21 @@ impl Registry {
             if tokio::time::timeout(TAKEOVER_WAIT, released).await.is_err() {
                 // The old connection is stuck (e.g. blocked in a write): take the id anyway. Its
                 // session is discarded when it finally releases.
-                tracing::warn!(client_id, "previous connection did not hand over its session in time");
+                tracing::warn!(client_id = id, "previous connection did not hand over its session in time");
                 let mut inner = self.lock();
-                if matches!(inner.sessions.get(client_id), Some(Entry::Online { conn, .. }) if *conn == holder) {
-                    inner.sessions.remove(client_id);
+                if matches!(inner.sessions.get(id), Some(Entry::Online { conn, .. }) if *conn == holder) {
+                    inner.sessions.remove(id);
                 }
             }
         }
     }
 
-    fn attach(inner: &mut Inner, client_id: &str, previous: Option<Parked>, owner: Option<&Arc<str>>) -> Claim {
+    fn attach(inner: &mut Inner, client_id: &Arc<str>, previous: Option<Parked>, owner: Option<&Arc<str>>) -> Claim {
         inner.last_conn += 1;
         let conn = inner.last_conn;
         let (kick, kicked) = oneshot::channel();
         let owner = owner.cloned();
-        inner.sessions.insert(client_id.to_owned(), Entry::Online { conn, kick: Some(kick), owner });
+        inner.sessions.insert(client_id.clone(), Entry::Online { conn, kick: Some(kick), owner });
         Claim { conn, previous, kicked }
     }
 
@@ -144,10 +147,14 @@ impl Registry {
     pub fn release(&self, client_id: &str, conn: u64, park: Option<Parked>) -> Option<Parked> {
         let leftover = {
             let mut inner = self.lock();
-            let ours = matches!(inner.sessions.get(client_id), Some(Entry::Online { conn: c, .. }) if *c == conn);
+            let entry = inner.sessions.get_mut(client_id);
+            let ours = matches!(entry, Some(Entry::Online { conn: c, .. }) if *c == conn);
             match (ours, park) {
                 (true, Some(parked)) => {
-                    inner.sessions.insert(client_id.to_owned(), Entry::Offline(Box::new(parked)));
+                    // The key stays: only what it holds changes.
+                    if let Some(entry) = entry {
+                        *entry = Entry::Offline(Box::new(parked));
+                    }
                     None
                 }
                 (true, None) => {
@@ -165,7 +172,7 @@ impl Registry {
     /// its client id is taken already.
     pub fn restore(&self, parked: Parked) -> bool {
         let mut inner = self.lock();
-        let client_id = parked.state.client_id.to_string();
+        let client_id = parked.state.client_id.clone();
         if inner.sessions.contains_key(&client_id) {
             return false;
         }
@@ -183,7 +190,7 @@ impl Registry {
         let mut next: Option<Instant> = None;
         {
             let mut inner = self.lock();
-            let ids: Vec<String> = inner
+            let ids: Vec<Arc<str>> = inner
                 .sessions
                 .iter()
                 .filter(|(_, e)| matches!(e, Entry::Offline(p) if p.expires_at <= now))
