@@ -147,21 +147,19 @@ impl Registry {
     pub fn release(&self, client_id: &str, conn: u64, park: Option<Parked>) -> Option<Parked> {
         let leftover = {
             let mut inner = self.lock();
-            let entry = inner.sessions.get_mut(client_id);
-            let ours = matches!(entry, Some(Entry::Online { conn: c, .. }) if *c == conn);
+            let ours =
+                inner.sessions.get_mut(client_id).filter(|e| matches!(e, Entry::Online { conn: c, .. } if *c == conn));
             match (ours, park) {
-                (true, Some(parked)) => {
+                (Some(entry), Some(parked)) => {
                     // The key stays: only what it holds changes.
-                    if let Some(entry) = entry {
-                        *entry = Entry::Offline(Box::new(parked));
-                    }
+                    *entry = Entry::Offline(Box::new(parked));
                     None
                 }
-                (true, None) => {
+                (Some(_), None) => {
                     inner.sessions.remove(client_id);
                     None
                 }
-                (false, park) => park,
+                (None, park) => park,
             }
         };
         self.changed.notify_waiters();
