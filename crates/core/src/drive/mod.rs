@@ -159,7 +159,11 @@ impl Signal {
     /// `None` when its sender is gone and nothing more will come.
     async fn next(&mut self) -> Option<bool> {
         match self {
-            Signal::Changes(changes) => changes.changed().await.ok().map(|()| true),
+            // Boxed when polled: the watch's wait is large, and every branch of the driver's
+            // select sizes the task of every idle connection.
+            Signal::Changes(changes) => Box::pin(changes.changed()).await.ok().map(|()| true),
+            // Awaited in place: the receiver is a future itself, and boxing its wait would cost
+            // every MQTT connection an allocation for as long as it is connected.
             Signal::Once(once) => once.await.ok().map(|()| false),
         }
     }
@@ -499,10 +503,10 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                     Ok(_) => driver.session.handle_deliveries(&mut batch, Instant::now()),
                     Err(_) => driver.session.handle_overflow(Instant::now()),
                 },
-                // Boxed when polled, as the congestion wait below: rare events whose futures should
-                // not size the task of every idle connection (every branch's future is built on each
-                // round, enabled or not).
-                fired = async { Box::pin(driver.signal.as_mut().expect("watched only when present").next()).await }, if round.watching => {
+                // What a signal's wait needs beyond a reference is boxed (see `Signal::next`), as the
+                // congestion wait below is: every branch's future is built on each round, enabled or
+                // not, and sizes the task of every idle connection.
+                fired = async { driver.signal.as_mut().expect("watched only when present").next().await }, if round.watching => {
                     if fired.is_some() {
                         driver.session.handle_signal(Instant::now());
                     }
