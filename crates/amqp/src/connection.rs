@@ -28,5 +28,5 @@ pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = 
     let deletions = shared.registry.queue_deletions();
     let identity = stream.identity();
     let session = AmqpSession::new(shared, core, peer, Instant::now()).with_identity(identity);
-    drive(session, stream, BytesMut::new(), shutdown, Some(Signal::Changes(deletions)), LIMITS)
+    drive(session, stream, BytesMut::new(), shutdown, Some(Signal(deletions)), LIMITS)
 }

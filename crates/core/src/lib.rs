@@ -33,7 +33,7 @@ pub use ack_line::AckLine;
 pub use budget::MemoryBudget;
 pub use delivery::{Delivery, QueueAck};
 pub use message::{Destination, Message, Origin, Properties, QoS, SessionId};
-pub use outbox::{Outbox, OutboxLimits, OutboxReceiver, Overflowed, PushOutcome, outbox};
+pub use outbox::{Outbox, OutboxLimits, OutboxReceiver, Overflowed, PushOutcome, Wake, outbox};
 pub use queue::{ConsumerId, ConsumerOptions, Queue, QueueOptions, QueuePush};
 pub use retained::RetainOutcome;
 pub use router::{

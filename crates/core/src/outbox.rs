@@ -9,6 +9,7 @@
 //! would otherwise carry.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll};
 
@@ -104,8 +105,10 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
-    /// Wakes the receiver: something was queued, or the outbox overflowed.
+    /// Wakes the receiver: something was queued, the outbox overflowed, or it was signalled.
     notify: AtomicWaker,
+    /// Set by [`Outbox::signal`], taken by the receiver (see [`OutboxReceiver::poll_wake`]).
+    signalled: AtomicBool,
     /// Wakes congested publishers: the receiver drained the outbox below capacity.
     room: Notify,
     limits: OutboxLimits,
@@ -180,6 +183,7 @@ pub fn outbox(
             stalled: false,
         }),
         notify: AtomicWaker::new(),
+        signalled: AtomicBool::new(false),
         room: Notify::new(),
         limits,
         budget,
@@ -329,6 +333,28 @@ impl Outbox {
     pub fn is_closed(&self) -> bool {
         self.0.lock().closed
     }
+
+    /// Tells the receiving connection something that is not a delivery (MQTT: another
+    /// connection took its client id over); its driver hands it to the session
+    /// ([`crate::drive::ProtocolSession::handle_signal`]). Through the outbox, which every
+    /// connection watches already, rather than a channel of its own: one flag here instead of
+    /// an allocation and a wait in every connection. Nothing is queued, so a full outbox is
+    /// signalled as promptly as an empty one.
+    pub fn signal(&self) {
+        self.0.signalled.store(true, Ordering::Release);
+        self.0.notify.wake();
+    }
+}
+
+/// What [`OutboxReceiver::poll_wake`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// This many deliveries were moved out (at least one).
+    Delivered(usize),
+    /// [`Outbox::signal`] was called since the last wake.
+    Signalled,
+    /// The outbox overflowed: close the connection as a slow consumer.
+    Overflowed,
 }
 
 impl OutboxReceiver {
@@ -416,6 +442,33 @@ impl OutboxReceiver {
             Ok(0) => Poll::Pending,
             done => Poll::Ready(done),
         }
+    }
+
+    /// [`OutboxReceiver::poll_drain`], and the outbox's signal ([`Outbox::signal`]), which
+    /// is taken (cleared) when it is reported.
+    pub fn poll_wake(&self, cx: &mut Context<'_>, into: &mut Vec<Delivery>, max: usize) -> Poll<Wake> {
+        if self.take_signal() {
+            return Poll::Ready(Wake::Signalled);
+        }
+        match self.poll_drain(cx, into, max) {
+            Poll::Ready(Ok(n)) => Poll::Ready(Wake::Delivered(n)),
+            Poll::Ready(Err(Overflowed)) => Poll::Ready(Wake::Overflowed),
+            // Looked at again after the waker was registered: a signal in between is not missed.
+            Poll::Pending if self.take_signal() => Poll::Ready(Wake::Signalled),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Forgets a signal not taken: one meant for a connection that ended before it looked
+    /// (the session is handed to the next connection, which the signal was not meant for).
+    pub fn clear_signal(&self) {
+        self.shared.signalled.store(false, Ordering::Release);
+    }
+
+    /// Takes the outbox's signal, if it was given. A load first: the common answer, no, needs
+    /// no write to the shared line.
+    fn take_signal(&self) -> bool {
+        self.shared.signalled.load(Ordering::Acquire) && self.shared.signalled.swap(false, Ordering::AcqRel)
     }
 
     /// Number of deliveries waiting.
@@ -512,6 +565,24 @@ mod tests {
             "twice the capacity is the hard limit"
         );
         assert_eq!(rx.try_drain(&mut Vec::new(), 10), Err(Overflowed));
+    }
+
+    #[test]
+    fn a_signal_wakes_the_receiver_once_whether_or_not_deliveries_wait() {
+        let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(1));
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut got = Vec::new();
+        assert_eq!(rx.poll_wake(&mut cx, &mut got, 10), Poll::Pending);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        tx.signal();
+        assert_eq!(rx.poll_wake(&mut cx, &mut got, 10), Poll::Ready(Wake::Signalled), "before a full outbox");
+        assert_eq!(rx.poll_wake(&mut cx, &mut got, 10), Poll::Ready(Wake::Delivered(2)), "taken once");
+        assert_eq!(rx.poll_wake(&mut cx, &mut got, 10), Poll::Pending);
+        tx.signal();
+        rx.clear_signal();
+        assert_eq!(rx.poll_wake(&mut cx, &mut got, 10), Poll::Pending, "cleared for the next connection");
     }
 
     #[test]

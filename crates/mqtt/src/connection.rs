@@ -1,7 +1,7 @@
 //! One client connection from first byte to close: the CONNECT handshake (protocol level peek,
 //! client id claim, session resume or takeover) as a short prologue of its own, then the
 //! connected client as a [`ProtocolSession`] that the core's connection driver
-//! ([`tolk_core::drive`]) runs, watching the registry's takeover signal for it.
+//! ([`tolk_core::drive`]) runs; a takeover reaches it as a signal on its session's outbox.
 
 use std::future::Future;
 use std::io;
@@ -15,10 +15,9 @@ use futures_util::future::Either;
 use mqtt_codec::{CONNACK_UNACCEPTABLE_PROTOCOL, CodecError, Packet, PacketCodec, Version, peek_version};
 use rmqtt_codec::v5::{self, ConnectAckReason, DisconnectReasonCode as Dis};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tolk_core::auth::{Authenticator, Credentials};
-use tolk_core::drive::{DriveLimits, ProtocolSession, Signal, Transport, drive};
+use tolk_core::drive::{DriveLimits, ProtocolSession, Transport, drive};
 use tolk_core::hold::{self, Held, HeldInput};
 use tolk_core::listener::{Connection, LINGER, linger};
 use tolk_core::store::StoreError;
@@ -82,8 +81,9 @@ pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = 
     })
 }
 
-/// The connected phase: the driver runs the client, watching the takeover signal for it.
-fn serve((connected, io, kicked): (MqttConnection, Io, oneshot::Receiver<()>)) -> impl Future<Output = CloseReason> {
+/// The connected phase: the driver runs the client (a takeover reaches it through the
+/// session's outbox, see [`Registry::claim`]).
+fn serve((connected, io): (MqttConnection, Io)) -> impl Future<Output = CloseReason> {
     tracing::Span::current().record("client_id", tracing::field::display(connected.session.client_id()));
     // 4 KiB per read, 64 deliveries per wake-up, reading paused above 256 KiB of unwritten
     // output, and a client that takes none of it for `write_timeout` is a slow consumer.
@@ -94,7 +94,7 @@ fn serve((connected, io, kicked): (MqttConnection, Io, oneshot::Receiver<()>)) -
         write_timeout: Some(io.config.write_timeout),
     };
     let Io { stream, rbuf, shutdown, .. } = io;
-    drive(connected, stream, rbuf, shutdown, Some(Signal::Once(kicked)), limits)
+    drive(connected, stream, rbuf, shutdown, None, limits)
 }
 
 /// A connected client as the driver sees it.
@@ -199,13 +199,13 @@ impl ProtocolSession for MqttConnection {
         self.end(CloseReason::SlowConsumer, true, Some(Dis::QuotaExceeded));
     }
 
-    /// Another connection took the client id over.
     fn handle_durable(&mut self, result: Result<(), StoreError>, _now: Instant) {
         if let Err(close) = self.session.handle_durable(result) {
             self.closed(close);
         }
     }
 
+    /// Another connection took the client id over (the registry signalled the outbox).
     fn handle_signal(&mut self, _now: Instant) {
         self.end(CloseReason::SessionTakenOver, true, Some(Dis::SessionTakenOver));
     }
@@ -308,11 +308,8 @@ impl HeldInput for Input<'_> {
 }
 
 /// Reads and answers the CONNECT within the connect timeout. Returns the connected client, the
-/// socket with what was read after the CONNECT, and the takeover signal.
-async fn connect(
-    shared: Arc<Shared>,
-    connection: Connection,
-) -> Result<(MqttConnection, Io, oneshot::Receiver<()>), CloseReason> {
+/// socket with what was read after the CONNECT.
+async fn connect(shared: Arc<Shared>, connection: Connection) -> Result<(MqttConnection, Io), CloseReason> {
     let Connection { stream, peer, shutdown, router } = connection;
     let config = shared.config.clone();
     // Buffers start empty: an idle connection should cost next to nothing.
@@ -328,7 +325,7 @@ async fn connect(
         Ok((session, claim)) => {
             let connection =
                 MqttConnection { session, shared, conn: claim.conn, held: None, last_heard: Instant::now(), end: None };
-            Ok((connection, io, claim.kicked))
+            Ok((connection, io))
         }
         Err(Refused(reason, detail)) => {
             if !detail.is_empty() {
@@ -428,7 +425,15 @@ async fn handshake(
     // A user name the broker checked owns the client id; an unchecked one is only a label.
     let verified = shared.auth.verifies_users() || credentials.proven;
     let owner: Option<Arc<str>> = credentials.username.filter(|_| verified).map(Arc::from);
-    let mut claim = match shared.registry.claim(&plan.client_id, owner.as_ref()).await {
+    // The session it will run: the stored one it resumes, or a new one (opened here, so that
+    // the registry knows its outbox to signal a takeover through from the start).
+    let mut fresh = None;
+    let label = io.stream.kind().label(Protocol::Mqtt);
+    let outbox_for = |previous: Option<&Parked>| match previous {
+        Some(parked) if !plan.clean_start => parked.state.core.receiver().outbox(),
+        _ => fresh.insert(router.open_session(label)).receiver().outbox(),
+    };
+    let mut claim = match shared.registry.claim(&plan.client_id, owner.as_ref(), outbox_for).await {
         Ok(c) => c,
         Err(e @ ClaimError::OwnedByAnother(_)) => {
             refuse_connack(io, &mut codec, ConnectAckReason::NotAuthorized).await;
@@ -465,7 +470,7 @@ async fn handshake(
                 }
                 parked.state.forget_kept();
             }
-            let mut core = router.open_session(io.stream.kind().label(Protocol::Mqtt));
+            let mut core = fresh.take().expect("opened for the claim");
             core.restrict(rights);
             core.track_durable();
             (Box::new(SessionState::new(core, plan.client_id.clone(), plan.expiry)), false)

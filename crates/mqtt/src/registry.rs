@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tolk_core::Outbox;
 
 use crate::kept;
 use crate::state::Parked;
@@ -22,7 +23,13 @@ use crate::state::Parked;
 const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
 
 enum Entry {
-    Online { conn: u64, kick: Option<oneshot::Sender<()>>, owner: Option<Arc<str>> },
+    /// `outbox`: the connection's session's, signalled when another connection takes the id
+    /// over (once: it is taken then).
+    Online {
+        conn: u64,
+        outbox: Option<Outbox>,
+        owner: Option<Arc<str>>,
+    },
     Offline(Box<Parked>),
 }
 
@@ -41,8 +48,6 @@ pub struct Claim {
     pub conn: u64,
     /// The offline session it found, if any.
     pub previous: Option<Parked>,
-    /// Fires when another connection takes the client id over.
-    pub kicked: oneshot::Receiver<()>,
 }
 
 /// Why a client id could not be claimed.
@@ -86,7 +91,18 @@ impl Registry {
     /// connection already holding it is told to close and park its session, and the claim then
     /// takes that session. An id that a proven user holds, online or stored, is taken only by
     /// the same user (MQTT-3.1.4-2's takeover must not let one user seize another's session).
-    pub async fn claim(&self, client_id: &Arc<str>, owner: Option<&Arc<str>>) -> Result<Claim, ClaimError> {
+    ///
+    /// `outbox_for` names the outbox of the session the connection will run, given the
+    /// offline session found (if any): a takeover signals it, and the connection's driver
+    /// hands that to the session
+    /// ([`ProtocolSession::handle_signal`](tolk_core::drive::ProtocolSession::handle_signal)).
+    pub async fn claim(
+        &self,
+        client_id: &Arc<str>,
+        owner: Option<&Arc<str>>,
+        outbox_for: impl FnOnce(Option<&Parked>) -> Outbox,
+    ) -> Result<Claim, ClaimError> {
+        let mut outbox_for = Some(outbox_for);
         let id: &str = client_id;
         loop {
             let mut released = pin!(self.changed.notified());
@@ -102,18 +118,26 @@ impl Registry {
                         if inner.sessions.len() >= self.max_sessions {
                             return Err(ClaimError::Full(self.max_sessions));
                         }
-                        return Ok(Self::attach(&mut inner, client_id, None, owner));
+                        let outbox = outbox_for.take().expect("attached once")(None);
+                        return Ok(Self::attach(&mut inner, client_id, None, outbox, owner));
                     }
                     Some(Entry::Offline(_)) => {
                         let previous = match inner.sessions.remove(id) {
                             Some(Entry::Offline(parked)) => Some(*parked),
                             _ => None,
                         };
-                        return Ok(Self::attach(&mut inner, client_id, previous, owner));
+                        if let Some(parked) = &previous {
+                            // A takeover's signal that its connection ended before taking is
+                            // not meant for the next one. (Signals are sent under this lock,
+                            // so none can come between this and the new entry.)
+                            parked.state.core.receiver().clear_signal();
+                        }
+                        let outbox = outbox_for.take().expect("attached once")(previous.as_ref());
+                        return Ok(Self::attach(&mut inner, client_id, previous, outbox, owner));
                     }
-                    Some(Entry::Online { conn, kick, .. }) => {
-                        if let Some(kick) = kick.take() {
-                            let _ = kick.send(());
+                    Some(Entry::Online { conn, outbox, .. }) => {
+                        if let Some(outbox) = outbox.take() {
+                            outbox.signal();
                         }
                         released.as_mut().enable();
                         *conn
@@ -132,13 +156,18 @@ impl Registry {
         }
     }
 
-    fn attach(inner: &mut Inner, client_id: &Arc<str>, previous: Option<Parked>, owner: Option<&Arc<str>>) -> Claim {
+    fn attach(
+        inner: &mut Inner,
+        client_id: &Arc<str>,
+        previous: Option<Parked>,
+        outbox: Outbox,
+        owner: Option<&Arc<str>>,
+    ) -> Claim {
         inner.last_conn += 1;
         let conn = inner.last_conn;
-        let (kick, kicked) = oneshot::channel();
         let owner = owner.cloned();
-        inner.sessions.insert(client_id.clone(), Entry::Online { conn, kick: Some(kick), owner });
-        Claim { conn, previous, kicked }
+        inner.sessions.insert(client_id.clone(), Entry::Online { conn, outbox: Some(outbox), owner });
+        Claim { conn, previous }
     }
 
     /// The connection `conn` is done with `client_id`: park its session (`Some`) or forget the

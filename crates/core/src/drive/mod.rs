@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::delivery::Delivery;
 use crate::listener::linger;
+use crate::outbox::Wake;
 use crate::router::Session;
 use crate::store::StoreError;
 use tolk_metrics::CloseReason;
@@ -86,7 +87,8 @@ pub trait ProtocolSession: Send {
     /// acknowledgement that waited for it, or the protocol's refusal.
     fn handle_durable(&mut self, _result: Result<(), StoreError>, _now: Instant) {}
 
-    /// The signal the session asked the driver to watch (see [`drive`]) changed.
+    /// The signal the session asked the driver to watch (see [`drive`]) changed, or its
+    /// outbox was signalled ([`crate::Outbox::signal`]).
     fn handle_signal(&mut self, now: Instant);
 
     /// When [`ProtocolSession::handle_timeout`] next has work to do.
@@ -145,29 +147,12 @@ pub fn consume_written(out: &mut BytesMut, n: usize) {
     }
 }
 
-/// Something outside the connection that its session wants to hear about, watched by the
-/// driver (see [`ProtocolSession::handle_signal`]).
-pub enum Signal {
-    /// Fires on every change (AMQP: a queue was deleted elsewhere).
-    Changes(watch::Receiver<u64>),
-    /// Fires once (MQTT: another connection took the client id over).
-    Once(oneshot::Receiver<()>),
-}
-
-impl Signal {
-    /// Waits for the next firing: `Some(more)` when it fired (`more`: it may fire again),
-    /// `None` when its sender is gone and nothing more will come.
-    async fn next(&mut self) -> Option<bool> {
-        match self {
-            // Boxed when polled: the watch's wait is large, and every branch of the driver's
-            // select sizes the task of every idle connection.
-            Signal::Changes(changes) => Box::pin(changes.changed()).await.ok().map(|()| true),
-            // Awaited in place: the receiver is a future itself, and boxing its wait would cost
-            // every MQTT connection an allocation for as long as it is connected.
-            Signal::Once(once) => once.await.ok().map(|()| false),
-        }
-    }
-}
+/// Something outside the connection that its session wants to hear about on every change
+/// (AMQP: a queue was deleted elsewhere), watched by the driver (see
+/// [`ProtocolSession::handle_signal`]). A request for one connection alone (MQTT: another
+/// connection took the client id over) goes through its outbox instead
+/// ([`crate::Outbox::signal`]), which the driver watches anyway.
+pub struct Signal(pub watch::Receiver<u64>);
 
 /// A front end's sizes for its connections (32-bit: they are small, and they sit in the task of
 /// every connection).
@@ -496,23 +481,22 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                     }
                     Err(e) => driver.session.handle_io_error(&e),
                 },
-                // Polled even with a window of 0: it then returns only when the outbox overflows,
-                // which is how a client that stops acknowledging is told and closed instead of
-                // being dropped from silently.
-                drained = std::future::poll_fn(|cx| core.receiver().poll_drain(cx, &mut batch, round.window as usize)) => match drained {
-                    Ok(_) => driver.session.handle_deliveries(&mut batch, Instant::now()),
-                    Err(_) => driver.session.handle_overflow(Instant::now()),
+                // Polled even with a window of 0: it then returns only when the outbox overflows
+                // (which is how a client that stops acknowledging is told and closed instead of
+                // being dropped from silently) or is signalled.
+                woken = std::future::poll_fn(|cx| core.receiver().poll_wake(cx, &mut batch, round.window as usize)) => match woken {
+                    Wake::Delivered(_) => driver.session.handle_deliveries(&mut batch, Instant::now()),
+                    Wake::Overflowed => driver.session.handle_overflow(Instant::now()),
+                    Wake::Signalled => driver.session.handle_signal(Instant::now()),
                 },
-                // What a signal's wait needs beyond a reference is boxed (see `Signal::next`), as the
-                // congestion wait below is: every branch's future is built on each round, enabled or
-                // not, and sizes the task of every idle connection.
-                fired = async { driver.signal.as_mut().expect("watched only when present").next().await }, if round.watching => {
-                    if fired.is_some() {
-                        driver.session.handle_signal(Instant::now());
-                    }
-                    if fired != Some(true) {
-                        // Fired for the last time, or its sender is gone: nothing more to watch.
-                        driver.signal = None;
+                // Boxed when polled, as the congestion wait below: rare events whose futures should
+                // not size the task of every idle connection (every branch's future is built on each
+                // round, enabled or not).
+                changed = async { Box::pin(driver.signal.as_mut().expect("watched only when present").0.changed()).await }, if round.watching => {
+                    match changed {
+                        Ok(()) => driver.session.handle_signal(Instant::now()),
+                        // Its sender is gone: nothing more to watch.
+                        Err(_) => driver.signal = None,
                     }
                 }
                 result = std::future::poll_fn(|cx| core.poll_durable(cx)), if round.durable => {
