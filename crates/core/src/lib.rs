@@ -15,6 +15,7 @@ pub mod drive;
 pub mod frontend;
 pub mod hold;
 pub mod interest;
+mod lazy_vec;
 pub mod listener;
 mod message;
 mod outbox;

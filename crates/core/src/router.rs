@@ -17,6 +17,7 @@ use crate::access::{self, Access, ReadCheck, Resource, Right, Rights, SubscribeE
 use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::Delivery;
 use crate::interest::{Interest, InterestWatch};
+use crate::lazy_vec::LazyVec;
 use crate::message::{Message, QoS, SessionId};
 use crate::outbox::{Outbox, OutboxLimits, OutboxReceiver, PushOutcome, outbox};
 use crate::queue::{Queue, QueueOptions, QueuePush};
@@ -239,6 +240,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     budget: Arc<MemoryBudget>,
     config: RouterConfig,
+    /// What every session's outbox may hold (from `config`), shared by all of them.
+    session_limits: Arc<OutboxLimits>,
     /// This broker's name on bridged messages' paths ([`crate::path`]), once set.
     node_name: OnceLock<Arc<str>>,
     /// The `[[transcode]]` rules, once set.
@@ -257,6 +260,13 @@ impl Router {
         let budget = Arc::new(MemoryBudget::new(config.memory_budget_bytes, metrics.clone()));
         let retained_limits =
             RetainedLimits { max_topics: config.retained_max_topics, max_bytes: config.retained_max_bytes };
+        let session_limits = Arc::new(OutboxLimits {
+            // At least one, as `outbox` would make it (for each session, with a copy of its own).
+            capacity: config.outbox_capacity.max(1),
+            max_bytes: config.outbox_max_bytes,
+            offline_max_bytes: config.offline_max_bytes,
+            kind: MemoryKind::Outbox,
+        });
         Router(Arc::new(Inner {
             store: OnceLock::new(),
             subscriptions: RwLock::default(),
@@ -266,6 +276,7 @@ impl Router {
             metrics,
             budget,
             config,
+            session_limits,
             node_name: OnceLock::new(),
             transcoder: OnceLock::new(),
         }))
@@ -299,7 +310,7 @@ impl Router {
         max_bytes: usize,
         kind: MemoryKind,
     ) -> (Outbox, OutboxReceiver) {
-        let limits = OutboxLimits { capacity, max_bytes, kind, ..self.session_limits() };
+        let limits = OutboxLimits { capacity, max_bytes, kind, ..*self.0.session_limits };
         let (outbox, receiver) = outbox(id, protocol, limits, self.0.budget.clone());
         (outbox, self.transcoding(receiver, protocol))
     }
@@ -322,16 +333,6 @@ impl Router {
             receiver.transcode_with(transcoder.clone());
         }
         receiver
-    }
-
-    fn session_limits(&self) -> OutboxLimits {
-        let config = &self.0.config;
-        OutboxLimits {
-            capacity: config.outbox_capacity,
-            max_bytes: config.outbox_max_bytes,
-            offline_max_bytes: config.offline_max_bytes,
-            kind: MemoryKind::Outbox,
-        }
     }
 
     /// The broker's metrics.
@@ -365,14 +366,14 @@ impl Router {
     /// its subscriptions and queue consumers when the [`Session`] is dropped.
     pub fn open_session(&self, protocol: Protocol) -> Session {
         let id = self.next_session_id();
-        let (_, receiver) = outbox(id, protocol, self.session_limits(), self.0.budget.clone());
+        let (_, receiver) = outbox(id, protocol, self.0.session_limits.clone(), self.0.budget.clone());
         let receiver = self.transcoding(receiver, protocol);
         Session {
             id,
             protocol,
             router: self.clone(),
             receiver,
-            consumers: Vec::new(),
+            consumers: LazyVec::default(),
             congestion: Mutex::default(),
             congested: AtomicBool::new(false),
             rights: None,
@@ -876,7 +877,8 @@ pub struct Session {
     router: Router,
     receiver: OutboxReceiver,
     /// Queues this session consumes from, or holds as an offline member (`None`), by tag.
-    consumers: Vec<(Arc<Queue>, Option<crate::queue::ConsumerId>, u64)>,
+    /// Allocated with the first: most sessions consume from no queue.
+    consumers: LazyVec<(Arc<Queue>, Option<crate::queue::ConsumerId>, u64)>,
     /// Boxed, and only while it waits for something: 16 bytes in every session instead of 48.
     congestion: Mutex<Option<Box<Congestion>>>,
     /// Whether `congestion` waits for anything: set and cleared under its lock, read without
