@@ -5,6 +5,7 @@
 use std::ops::{Deref, DerefMut};
 
 /// A `Vec<T>` allocated on the first push (its header and its buffer), and read as a slice.
+#[allow(clippy::box_collection, reason = "8 bytes while empty instead of 24: the point of the type")]
 pub struct LazyVec<T>(Option<Box<Vec<T>>>);
 
 impl<T> Default for LazyVec<T> {
