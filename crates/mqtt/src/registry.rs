@@ -102,7 +102,6 @@ impl Registry {
         owner: Option<&Arc<str>>,
         outbox_for: impl FnOnce(Option<&Parked>) -> Outbox,
     ) -> Result<Claim, ClaimError> {
-        let mut outbox_for = Some(outbox_for);
         let id: &str = client_id;
         loop {
             let mut released = pin!(self.changed.notified());
@@ -118,7 +117,7 @@ impl Registry {
                         if inner.sessions.len() >= self.max_sessions {
                             return Err(ClaimError::Full(self.max_sessions));
                         }
-                        let outbox = outbox_for.take().expect("attached once")(None);
+                        let outbox = outbox_for(None);
                         return Ok(Self::attach(&mut inner, client_id, None, outbox, owner));
                     }
                     Some(Entry::Offline(_)) => {
@@ -132,7 +131,7 @@ impl Registry {
                             // so none can come between this and the new entry.)
                             parked.state.core.receiver().clear_signal();
                         }
-                        let outbox = outbox_for.take().expect("attached once")(previous.as_ref());
+                        let outbox = outbox_for(previous.as_ref());
                         return Ok(Self::attach(&mut inner, client_id, previous, outbox, owner));
                     }
                     Some(Entry::Online { conn, outbox, .. }) => {
