@@ -17,8 +17,7 @@ use crate::session::AmqpSession;
 /// Reading and taking deliveries pause above 256 KiB of unwritten output; 8 KiB per read; 64
 /// deliveries per wake-up. No write timeout: a consumer that does not read fills its prefetch
 /// and the high-water mark, and its queue serves other consumers.
-pub const LIMITS: DriveLimits =
-    DriveLimits { high_water: 256 * 1024, read_chunk: 8 * 1024, delivery_batch: 64, write_timeout: None };
+pub const LIMITS: DriveLimits = DriveLimits::new(256 * 1024, 8 * 1024, 64, None);
 
 /// Runs one accepted connection to its end. Not an `async fn`: the session is made here and
 /// moved into the driver's future, which is all the connection's task holds.

@@ -1,6 +1,8 @@
 //! A vector that takes one pointer while empty, for lists that most owners never fill: a
 //! session's queue consumers (only AMQP and STOMP subscribers to queues, and MQTT shared
-//! subscriptions, have any). A `Vec` is three words in every session; this is one.
+//! subscriptions, have any), and the connection driver's batch of deliveries (a publisher or
+//! an idle sensor never gets one). A `Vec` is three words in every session and every
+//! connection's task; this is one.
 
 use std::ops::{Deref, DerefMut};
 
@@ -18,6 +20,21 @@ impl<T> LazyVec<T> {
     /// Appends `value`, allocating on the first push.
     pub fn push(&mut self, value: T) {
         self.0.get_or_insert_default().push(value);
+    }
+
+    /// Lends the vector to `f`. While there is none, `f` gets an empty one (no allocation),
+    /// which is kept once `f` gives it room: a buffer that `f` fills and drains is then reused
+    /// from call to call.
+    pub fn with_vec<R>(&mut self, f: impl FnOnce(&mut Vec<T>) -> R) -> R {
+        if let Some(vec) = &mut self.0 {
+            return f(vec);
+        }
+        let mut vec = Vec::new();
+        let result = f(&mut vec);
+        if vec.capacity() > 0 {
+            self.0 = Some(Box::new(vec));
+        }
+        result
     }
 
     /// Removes the element at `index` and puts the last one in its place (see
@@ -76,5 +93,19 @@ mod tests {
         assert!(v.0.is_none(), "released once empty");
         v.push(4);
         assert_eq!(v.into_iter().collect::<Vec<_>>(), vec![4]);
+    }
+
+    #[test]
+    fn a_lent_vector_is_kept_only_once_it_has_room() {
+        let mut v = LazyVec::<u32>::default();
+        assert_eq!(v.with_vec(|vec| vec.len()), 0);
+        assert!(v.0.is_none(), "nothing put in it: nothing allocated");
+        v.with_vec(|vec| vec.extend([1, 2]));
+        let buffer = v.with_vec(|vec| {
+            vec.clear();
+            vec.as_ptr()
+        });
+        assert!(v.is_empty());
+        assert_eq!(v.with_vec(|vec| vec.as_ptr()), buffer, "the buffer is reused");
     }
 }

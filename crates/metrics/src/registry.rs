@@ -30,6 +30,18 @@ pub struct ProtocolCounters {
 }
 
 impl ProtocolCounters {
+    /// Counts one connection accepted and open. Pair it with [`ProtocolCounters::connection_ended`];
+    /// [`Metrics::connection_opened`] gives a guard that does.
+    pub fn connection_opened(&self) {
+        self.connections_accepted.fetch_add(1, Relaxed);
+        self.connections_open.fetch_add(1, Relaxed);
+    }
+
+    /// Counts one connection no longer open (its reason is counted by [`ProtocolCounters::closed`]).
+    pub fn connection_ended(&self) {
+        self.connections_open.fetch_sub(1, Relaxed);
+    }
+
     /// Counts one connection closed for `reason`.
     pub fn closed(&self, reason: CloseReason) {
         self.closed[reason.index()].fetch_add(1, Relaxed);
@@ -193,9 +205,7 @@ impl Metrics {
     /// early return or a panic in a connection task cannot leak the gauge. The guard owns its
     /// handle on the metrics, so it can travel with a spawned task.
     pub fn connection_opened(self: &Arc<Self>, protocol: Protocol) -> ConnectionGauge {
-        let counters = self.protocol(protocol);
-        counters.connections_accepted.fetch_add(1, Relaxed);
-        counters.connections_open.fetch_add(1, Relaxed);
+        self.protocol(protocol).connection_opened();
         ConnectionGauge { metrics: self.clone(), protocol }
     }
 }
@@ -215,7 +225,7 @@ impl ConnectionGauge {
 
 impl Drop for ConnectionGauge {
     fn drop(&mut self) {
-        self.metrics.protocol(self.protocol).connections_open.fetch_sub(1, Relaxed);
+        self.metrics.protocol(self.protocol).connection_ended();
     }
 }
 

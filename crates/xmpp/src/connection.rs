@@ -46,12 +46,7 @@ fn run(handler: Arc<XmppHandler>, connection: Connection) -> impl Future<Output 
         XmppConnection { session, held: None, egress: Egress::new(Protocol::Xmpp), metrics: router.metrics().clone() };
     // 8 KiB per read, 64 deliveries per wake-up, reading paused above 256 KiB of unwritten
     // output, and a client that takes none of it for `write_timeout` is a slow consumer.
-    let limits = DriveLimits {
-        high_water: 256 * 1024,
-        read_chunk: 8 * 1024,
-        delivery_batch: 64,
-        write_timeout: Some(config.write_timeout),
-    };
+    let limits = DriveLimits::new(256 * 1024, 8 * 1024, 64, Some(config.write_timeout));
     drive(connection, stream, BytesMut::new(), shutdown, None, limits)
 }
 

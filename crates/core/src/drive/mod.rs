@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::delivery::Delivery;
+use crate::lazy_vec::LazyVec;
 use crate::listener::linger;
 use crate::outbox::Wake;
 use crate::router::Session;
@@ -159,14 +160,35 @@ pub struct Signal(pub watch::Receiver<u64>);
 #[derive(Debug, Clone, Copy)]
 pub struct DriveLimits {
     /// Output bytes above which the driver stops reading and taking deliveries.
-    pub high_water: u32,
+    high_water: u32,
     /// Bytes asked of the socket per read.
-    pub read_chunk: u32,
+    read_chunk: u32,
     /// Deliveries taken from the outbox per wake-up.
-    pub delivery_batch: u32,
-    /// Longest time the driver waits for the socket to take pending output; then the
-    /// connection is closed as a slow consumer. `None`: no limit beyond `high_water`.
-    pub write_timeout: Option<Duration>,
+    delivery_batch: u32,
+    /// Longest time in milliseconds the driver waits for the socket to take pending output;
+    /// 0: no limit beyond `high_water`.
+    write_timeout_ms: u32,
+}
+
+impl DriveLimits {
+    /// Reading and taking deliveries pause above `high_water` bytes of unwritten output; each
+    /// read asks for `read_chunk` bytes and each wake-up takes at most `delivery_batch`
+    /// deliveries; a client that takes none of its output for `write_timeout` is closed as a
+    /// slow consumer (`None`: no limit beyond `high_water`). The timeout is kept in whole
+    /// milliseconds, at least 1 and at most 49 days.
+    pub const fn new(high_water: u32, read_chunk: u32, delivery_batch: u32, write_timeout: Option<Duration>) -> Self {
+        let write_timeout_ms = match write_timeout {
+            Some(timeout) if timeout.as_millis() > u32::MAX as u128 => u32::MAX,
+            Some(timeout) if timeout.as_millis() == 0 => 1,
+            Some(timeout) => timeout.as_millis() as u32,
+            None => 0,
+        };
+        DriveLimits { high_water, read_chunk, delivery_batch, write_timeout_ms }
+    }
+
+    fn write_timeout(&self) -> Option<Duration> {
+        (self.write_timeout_ms > 0).then(|| Duration::from_millis(self.write_timeout_ms.into()))
+    }
 }
 
 /// Runs `session` over `stream` until it finishes, the peer goes or the broker shuts down;
@@ -186,7 +208,7 @@ pub fn drive<S: ProtocolSession>(
     signal: Option<Signal>,
     limits: DriveLimits,
 ) -> impl Future<Output = CloseReason> + Send {
-    let mut driver = Driver { session, stream, input, shutdown, signal, limits };
+    let mut driver = Driver { session, stream, input, shutdown, signal: signal.map(Box::new), limits };
     async move {
         let step = run(&mut driver).await;
         // Boxed: what follows runs once per connection, and its futures (a write, a timer,
@@ -277,7 +299,8 @@ struct Driver<S> {
     /// Read and not yet handled.
     input: BytesMut,
     shutdown: CancellationToken,
-    signal: Option<Signal>,
+    /// Boxed: only AMQP's connections watch one, and 8 bytes in every task are 16 inline.
+    signal: Option<Box<Signal>>,
     limits: DriveLimits,
 }
 
@@ -368,9 +391,9 @@ fn plan<S: ProtocolSession>(
         *input = BytesMut::new();
     }
     let backlog = session.pending_output().len();
-    let stalled_at = limits.write_timeout.filter(|_| backlog > 0).map(|t| *write_progress + t);
+    let stalled_at = limits.write_timeout().filter(|_| backlog > 0).map(|t| *write_progress + t);
     if stalled_at.is_some_and(|at| at <= Instant::now()) {
-        debug!(timeout = ?limits.write_timeout, backlog, "output not taken in time; slow consumer");
+        debug!(timeout = ?limits.write_timeout(), backlog, "output not taken in time; slow consumer");
         return Next::Done(Step::Closed(CloseReason::SlowConsumer));
     }
     if backlog == 0 {
@@ -423,9 +446,9 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
         if !driver.input.is_empty() {
             driver.session.handle_bytes(&mut driver.input, Instant::now());
         }
-        // Allocated by the first delivery, not before: a connection that never receives one (an
-        // idle sensor, a publisher) holds no room for a batch.
-        let mut batch = Vec::new();
+        // Allocated by the first delivery, not before, and one pointer until then: a connection
+        // that never receives one (an idle sensor, a publisher) holds no room for a batch.
+        let mut batch = LazyVec::default();
         let mut shutting_down = false;
         // One timer for the connection's life, moved to each new deadline: a deadline that only
         // moves later (heartbeats) costs an atomic store, not a timer-wheel insertion per event.
@@ -484,8 +507,8 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                 // Polled even with a window of 0: it then returns only when the outbox overflows
                 // (which is how a client that stops acknowledging is told and closed instead of
                 // being dropped from silently) or is signalled.
-                woken = std::future::poll_fn(|cx| core.receiver().poll_wake(cx, &mut batch, round.window as usize)) => match woken {
-                    Wake::Delivered(_) => driver.session.handle_deliveries(&mut batch, Instant::now()),
+                woken = std::future::poll_fn(|cx| batch.with_vec(|batch| core.receiver().poll_wake(cx, batch, round.window as usize))) => match woken {
+                    Wake::Delivered(_) => batch.with_vec(|batch| driver.session.handle_deliveries(batch, Instant::now())),
                     Wake::Overflowed => driver.session.handle_overflow(Instant::now()),
                     Wake::Signalled => driver.session.handle_signal(Instant::now()),
                 },

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use foldhash::fast::RandomState;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tolk_metrics::{Metrics, Protocol};
+use tokio::sync::Semaphore;
+use tolk_metrics::{CloseReason, Metrics, Protocol};
 
 /// A listener's connection limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,9 @@ pub struct ConnectionLimits {
 /// The admission state of one listener.
 pub struct Admission {
     limits: ConnectionLimits,
-    permits: Arc<Semaphore>,
+    /// The listener's free slots. A connection's slot is not held as a permit (16 bytes in
+    /// every connection's task) but given back by [`Admitted`]'s drop.
+    permits: Semaphore,
     by_address: Mutex<HashMap<IpAddr, usize, RandomState>>,
     protocol: Protocol,
     metrics: Arc<Metrics>,
@@ -42,7 +44,35 @@ pub struct Admission {
 pub struct Admitted {
     admission: Arc<Admission>,
     address: IpAddr,
-    _permit: OwnedSemaphorePermit,
+}
+
+impl Admitted {
+    /// The connection is served: it counts as accepted, and as open in its protocol's gauge
+    /// until the result is dropped. One guard for both, so that the task of every connection
+    /// keeps one handle on the listener rather than one for admission and one for the metrics.
+    pub fn open(self) -> OpenConnection {
+        self.admission.metrics.protocol(self.admission.protocol).connection_opened();
+        OpenConnection(self)
+    }
+}
+
+/// An admitted connection being served (see [`Admitted::open`]). Dropping it ends it in the
+/// open-connections gauge and frees its slots.
+pub struct OpenConnection(Admitted);
+
+impl OpenConnection {
+    /// Counts why the connection closed, in its protocol's close-reason series.
+    pub fn closed(&self, reason: CloseReason) {
+        let admission = &self.0.admission;
+        admission.metrics.protocol(admission.protocol).closed(reason);
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        let admission = &self.0.admission;
+        admission.metrics.protocol(admission.protocol).connection_ended();
+    }
 }
 
 impl Admission {
@@ -54,7 +84,7 @@ impl Admission {
         };
         Arc::new(Admission {
             limits,
-            permits: Arc::new(Semaphore::new(limits.max_connections)),
+            permits: Semaphore::new(limits.max_connections),
             by_address: Mutex::default(),
             protocol,
             metrics,
@@ -65,7 +95,7 @@ impl Admission {
 
     /// Lets a connection from `address` in, or says why not (and counts and logs it).
     pub fn admit(self: &Arc<Self>, address: IpAddr) -> Option<Admitted> {
-        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+        let Ok(permit) = self.permits.try_acquire() else {
             self.refused(address, "connection limit of the listener reached");
             return None;
         };
@@ -79,7 +109,9 @@ impl Admission {
             }
             *open += 1;
         }
-        Some(Admitted { admission: self.clone(), address, _permit: permit })
+        // Given back by `Admitted`'s drop.
+        permit.forget();
+        Some(Admitted { admission: self.clone(), address })
     }
 
     fn refused(&self, address: IpAddr, why: &'static str) {
@@ -102,13 +134,16 @@ impl Admission {
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        let mut by_address = self.admission.by_address.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(open) = by_address.get_mut(&self.address) {
-            *open -= 1;
-            if *open == 0 {
-                by_address.remove(&self.address);
+        {
+            let mut by_address = self.admission.by_address.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(open) = by_address.get_mut(&self.address) {
+                *open -= 1;
+                if *open == 0 {
+                    by_address.remove(&self.address);
+                }
             }
         }
+        self.admission.permits.add_permits(1);
     }
 }
 
@@ -130,5 +165,23 @@ mod tests {
         drop(first);
         assert!(admission.admit(a).is_some(), "a closed connection frees both slots");
         assert_eq!(metrics.protocol(Protocol::Amqp).connections_refused.load(Relaxed), 2);
+    }
+
+    #[test]
+    fn an_open_connection_is_in_the_gauge_until_dropped() {
+        let metrics = Arc::new(Metrics::new());
+        let limits = ConnectionLimits { max_connections: 1, max_per_address: 1 };
+        let admission = Admission::new(limits, Protocol::Stomp, metrics.clone());
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let open = admission.admit(a).unwrap().open();
+        let counters = metrics.protocol(Protocol::Stomp);
+        assert_eq!(counters.connections_open.load(Relaxed), 1);
+        assert_eq!(counters.connections_accepted.load(Relaxed), 1);
+        assert!(admission.admit(a).is_none(), "the open connection holds its slot");
+        open.closed(CloseReason::ClientClosed);
+        drop(open);
+        assert_eq!(counters.connections_open.load(Relaxed), 0);
+        assert_eq!(counters.closed_count(CloseReason::ClientClosed), 1);
+        assert!(admission.admit(a).is_some(), "its slot is free again");
     }
 }

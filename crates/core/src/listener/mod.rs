@@ -4,9 +4,10 @@
 
 mod admission;
 mod linger;
+mod spanned;
 mod websocket;
 
-pub use admission::{Admission, Admitted, ConnectionLimits};
+pub use admission::{Admission, Admitted, ConnectionLimits, OpenConnection};
 pub use linger::{LINGER, linger};
 pub use websocket::{WebSocketBytes, WebSocketEndpoint};
 
@@ -20,11 +21,12 @@ use futures_util::FutureExt;
 use futures_util::future::Either;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, info_span, warn};
 
 use crate::drive::{Transport, TransportKind};
 use crate::frontend::{FrontEndContext, Listen, Socket};
 use crate::router::Router;
+use spanned::Spanned;
 use tolk_metrics::{CloseReason, Protocol};
 use tolk_tls::Tls;
 
@@ -230,7 +232,7 @@ fn serve_connection<H: ConnectionHandler>(
     if kind != TransportKind::Tcp {
         span.record("transport", kind.as_str());
     }
-    let open = ctx.router.metrics().connection_opened(protocol);
+    let open = admitted.open();
     span.in_scope(|| debug!("connection opened"));
     let (shutdown, router, handler) = (ctx.shutdown.clone(), ctx.router.clone(), handler.clone());
     // Combinators, not an async block: the handshake (boxed, while it runs) and the
@@ -240,14 +242,13 @@ fn serve_connection<H: ConnectionHandler>(
         Err(reason) => Either::Right(std::future::ready(reason)),
     });
     let task = run.map(move |reason| {
-        let _admitted = admitted;
         open.closed(reason);
         match reason {
             CloseReason::ClientClosed | CloseReason::Shutdown => debug!(%reason, "connection closed"),
             _ => info!(%reason, "connection closed"),
         }
     });
-    ctx.tracker.spawn(task.instrument(span));
+    ctx.tracker.spawn(Spanned::new(task, span));
 }
 
 /// The server side of a TLS handshake; why the connection ended when it failed.
