@@ -450,7 +450,7 @@ async fn handshake(
         Some(parked) if !plan.clean_start => {
             // Back before the will delay ran out: the will is not sent (§3.1.3.2.2).
             let mut state = parked.state;
-            state.expiry = plan.expiry;
+            state.set_expiry(plan.expiry);
             state.core.restrict(rights);
             if let Err(e) = state.attach(credit) {
                 tracing::warn!(error = %e, "could not rejoin a shared subscription");
@@ -512,19 +512,19 @@ fn finish(shared: &Shared, session: MqttSession, conn: u64, reason: CloseReason,
     let (state, will) = session.finish(will_wanted && reason != CloseReason::Shutdown);
     let mut delayed = None;
     if let Some(will) = will {
-        match will.timing(state.expiry, now) {
+        match will.timing(state.expiry(), now) {
             WillTiming::Now(w) => w.publish(&state.core, &client_id, now),
             WillTiming::At(w, at) => delayed = Some((w, at)),
         }
     }
-    if state.expiry.is_zero() {
+    if state.expiry().is_zero() {
         state.forget_kept();
         shared.registry.release(&client_id, conn, None);
         return;
     }
     let waiting = delayed.as_ref().map(|(will, at)| (will, Some(at.saturating_duration_since(now))));
-    drop(kept::save(&state, Some(state.expiry), waiting));
-    let parked = Parked { expires_at: now + state.expiry, state, will: delayed };
+    drop(kept::save(&state, Some(state.expiry()), waiting));
+    let parked = Parked { expires_at: now + state.expiry(), state, will: delayed };
     if let Some(leftover) = shared.registry.release(&client_id, conn, Some(parked)) {
         end_session(leftover.state, leftover.will.map(|(w, _)| w), now);
     }

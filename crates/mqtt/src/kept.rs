@@ -112,14 +112,14 @@ pub fn save(
     parked_until: Option<Duration>,
     will: Option<(&Will, Option<Duration>)>,
 ) -> Option<Durable> {
-    if state.expiry.is_zero() {
+    if state.expiry().is_zero() {
         state.forget_kept();
         return None;
     }
     let name = record::session_key(Protocol::Mqtt, &state.client_id);
     let keeper = state.core.keep_in_store(name, 1)?;
     Some(keeper.save(&SessionRecord {
-        expiry_ms: u64::try_from(state.expiry.as_millis()).unwrap_or(u64::MAX),
+        expiry_ms: u64::try_from(state.expiry().as_millis()).unwrap_or(u64::MAX),
         expires_at_ms: parked_until.map(record::deadline_ms),
         owner: state.owner.as_deref().map(str::to_owned),
         subscriptions: state.subs.iter().map(|(filter, entry)| subscription_record(filter, entry)).collect(),

@@ -149,7 +149,7 @@ impl MqttSession {
             Version::V3 => (0, 0),
         };
         MqttSession {
-            connected_with_zero_expiry: state.expiry.is_zero(),
+            connected_with_zero_expiry: state.expiry().is_zero(),
             egress: Egress::new(state.core.protocol()),
             state,
             codec,
@@ -341,7 +341,7 @@ impl MqttSession {
                     "DISCONNECT sets a session expiry after CONNECT had none",
                 ));
             }
-            self.state.expiry = Duration::from_secs(u64::from(secs)).min(self.config.max_session_expiry);
+            self.state.set_expiry(Duration::from_secs(u64::from(secs)).min(self.config.max_session_expiry));
         }
         Ok(Flow::Disconnect { will: d.reason_code == Dis::DisconnectWithWillMessage })
     }
@@ -743,7 +743,7 @@ impl MqttSession {
     /// them go back to their group (see [`Egress`]).
     pub fn finish(mut self, will_wanted: bool) -> (Box<SessionState>, Option<Will>) {
         let pending: Vec<Delivery> = self.pending.drain(..).collect();
-        if !self.state.expiry.is_zero() {
+        if !self.state.expiry().is_zero() {
             self.state.detach(pending);
         }
         let will = if will_wanted { self.will.take().map(|w| *w) } else { None };
