@@ -10,7 +10,7 @@ use tolk_core::{Delivery, QoS, SharedError};
 
 use crate::inflight::{IncomingQos2, Outgoing};
 use crate::subscriptions::{FilterKind, Subscriptions, parse_filter};
-use crate::translate::qos_in;
+use crate::translate::{qos_in, whole_seconds};
 use crate::will::Will;
 
 /// A session parked while its client is away.
@@ -116,12 +116,6 @@ impl SessionState {
         }
         Ok(())
     }
-}
-
-/// `expiry` in whole seconds for [`SessionState::set_expiry`].
-fn whole_seconds(expiry: Duration) -> u32 {
-    let secs = expiry.as_secs().saturating_add(u64::from(expiry.subsec_nanos() > 0));
-    u32::try_from(secs).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

@@ -131,6 +131,13 @@ pub fn outbound(
     })
 }
 
+/// `interval` in whole seconds for MQTT 5's four-byte intervals (session and message expiry):
+/// a fraction is rounded up, so that only zero is zero; at most `u32::MAX`.
+pub(crate) fn whole_seconds(interval: Duration) -> u32 {
+    let secs = interval.as_secs().saturating_add(u64::from(interval.subsec_nanos() > 0));
+    u32::try_from(secs).unwrap_or(u32::MAX)
+}
+
 fn publish_properties(
     message: &Message,
     subscription_id: Option<u32>,
@@ -140,10 +147,8 @@ fn publish_properties(
     PublishProperties {
         topic_alias: None,
         correlation_data: props.correlation_data.clone(),
-        // Round up so that a message with 0.4 s left is not sent as "expiry 0" (= never).
-        message_expiry_interval: remaining
-            .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0))
-            .and_then(|s| NonZeroU32::new(u32::try_from(s).unwrap_or(u32::MAX))),
+        // Rounded up, so that a message with 0.4 s left is not sent as "expiry 0" (= never).
+        message_expiry_interval: remaining.map(whole_seconds).and_then(NonZeroU32::new),
         content_type: props.content_type.as_deref().map(Into::into),
         user_properties: props.user.iter().map(|(k, v)| (k.as_str().into(), v.as_str().into())).collect(),
         is_utf8_payload: props.payload_utf8 == Some(true),
