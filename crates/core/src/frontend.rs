@@ -52,11 +52,14 @@ impl FrontEndContext {
     }
 
     /// A context with fresh shutdown token and task tracker (the broker makes one at start;
-    /// tests make their own).
+    /// tests make their own). Made inside the tokio runtime, so that cancelling the token
+    /// reaches every connection ([`Router::shut_down_sessions_on`]).
     pub fn new(router: Router, data_dir: PathBuf) -> Self {
+        let shutdown = CancellationToken::new();
+        router.shut_down_sessions_on(&shutdown);
         FrontEndContext {
             router,
-            shutdown: CancellationToken::new(),
+            shutdown,
             tracker: TaskTracker::new(),
             data_dir,
             http_addr: Arc::default(),

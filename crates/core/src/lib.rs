@@ -17,6 +17,7 @@ pub mod hold;
 pub mod interest;
 mod lazy_vec;
 pub mod listener;
+mod live;
 mod message;
 mod outbox;
 pub mod path;

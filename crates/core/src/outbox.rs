@@ -9,7 +9,7 @@
 //! would otherwise carry.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll};
 
@@ -107,8 +107,9 @@ struct Shared {
     state: Mutex<State>,
     /// Wakes the receiver: something was queued, the outbox overflowed, or it was signalled.
     notify: AtomicWaker,
-    /// Set by [`Outbox::signal`], taken by the receiver (see [`OutboxReceiver::poll_wake`]).
-    signalled: AtomicBool,
+    /// Set by [`Outbox::signal`] ([`SIGNALLED`]) and [`Outbox::shut_down`] ([`SHUT_DOWN`]),
+    /// each taken by the receiver once (see [`OutboxReceiver::poll_wake`]).
+    signals: AtomicU8,
     /// Wakes congested publishers: the receiver drained the outbox below capacity.
     room: Notify,
     /// Shared by the sessions of a router (8 bytes in each outbox instead of 32).
@@ -187,7 +188,7 @@ pub fn outbox(
             stalled: false,
         }),
         notify: AtomicWaker::new(),
-        signalled: AtomicBool::new(false),
+        signals: AtomicU8::new(0),
         room: Notify::new(),
         limits,
         budget,
@@ -345,10 +346,27 @@ impl Outbox {
     /// an allocation and a wait in every connection. Nothing is queued, so a full outbox is
     /// signalled as promptly as an empty one.
     pub fn signal(&self) {
-        self.0.signalled.store(true, Ordering::Release);
+        self.raise(SIGNALLED);
+    }
+
+    /// Tells the receiving connection that the broker is shutting down, through the same flag
+    /// byte and waker as [`Outbox::signal`]: the router reaches every connection this way
+    /// ([`crate::Router::shut_down_sessions_on`]), so that no connection keeps a wait of its own
+    /// for the broker's shutdown. Taken once, as the signal is.
+    pub fn shut_down(&self) {
+        self.raise(SHUT_DOWN);
+    }
+
+    fn raise(&self, signal: u8) {
+        self.0.signals.fetch_or(signal, Ordering::AcqRel);
         self.0.notify.wake();
     }
 }
+
+/// [`Outbox::signal`]'s bit in `Shared::signals`.
+const SIGNALLED: u8 = 1;
+/// [`Outbox::shut_down`]'s bit in `Shared::signals`.
+const SHUT_DOWN: u8 = 2;
 
 /// What [`OutboxReceiver::poll_wake`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -357,6 +375,8 @@ pub enum Wake {
     Delivered(usize),
     /// [`Outbox::signal`] was called since the last wake.
     Signalled,
+    /// [`Outbox::shut_down`] was called: the broker is shutting down.
+    ShutDown,
     /// The outbox overflowed: close the connection as a slow consumer.
     Overflowed,
 }
@@ -448,31 +468,37 @@ impl OutboxReceiver {
         }
     }
 
-    /// [`OutboxReceiver::poll_drain`], and the outbox's signal ([`Outbox::signal`]), which
-    /// is taken (cleared) when it is reported.
+    /// [`OutboxReceiver::poll_drain`], and the outbox's signals ([`Outbox::shut_down`] first,
+    /// then [`Outbox::signal`]), each taken (cleared) when it is reported.
     pub fn poll_wake(&self, cx: &mut Context<'_>, into: &mut Vec<Delivery>, max: usize) -> Poll<Wake> {
-        if self.take_signal() {
-            return Poll::Ready(Wake::Signalled);
+        if let Some(wake) = self.take_signal() {
+            return Poll::Ready(wake);
         }
         match self.poll_drain(cx, into, max) {
             Poll::Ready(Ok(n)) => Poll::Ready(Wake::Delivered(n)),
             Poll::Ready(Err(Overflowed)) => Poll::Ready(Wake::Overflowed),
             // Looked at again after the waker was registered: a signal in between is not missed.
-            Poll::Pending if self.take_signal() => Poll::Ready(Wake::Signalled),
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => self.take_signal().map_or(Poll::Pending, Poll::Ready),
         }
     }
 
     /// Forgets a signal not taken: one meant for a connection that ended before it looked
     /// (the session is handed to the next connection, which the signal was not meant for).
+    /// A shutdown is kept: it is meant for whichever connection serves the session.
     pub fn clear_signal(&self) {
-        self.shared.signalled.store(false, Ordering::Release);
+        self.shared.signals.fetch_and(!SIGNALLED, Ordering::AcqRel);
     }
 
-    /// Takes the outbox's signal, if it was given. A load first: the common answer, no, needs
-    /// no write to the shared line.
-    fn take_signal(&self) -> bool {
-        self.shared.signalled.load(Ordering::Acquire) && self.shared.signalled.swap(false, Ordering::AcqRel)
+    /// Takes one of the outbox's signals, the shutdown first, if any was given. A load first:
+    /// the common answer, none, needs no write to the shared line.
+    fn take_signal(&self) -> Option<Wake> {
+        let signals = self.shared.signals.load(Ordering::Acquire);
+        if signals == 0 {
+            return None;
+        }
+        let (bit, wake) =
+            if signals & SHUT_DOWN != 0 { (SHUT_DOWN, Wake::ShutDown) } else { (SIGNALLED, Wake::Signalled) };
+        (self.shared.signals.fetch_and(!bit, Ordering::AcqRel) & bit != 0).then_some(wake)
     }
 
     /// Number of deliveries waiting.

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use foldhash::fast::RandomState;
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 use tolk_metrics::{Denial, DropReason, MemoryKind, Metrics, Protocol};
 
 use crate::access::{self, Access, ReadCheck, Resource, Right, Rights, SubscribeError};
@@ -18,6 +19,7 @@ use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::Delivery;
 use crate::interest::{Interest, InterestWatch};
 use crate::lazy_vec::LazyVec;
+use crate::live::LiveSessions;
 use crate::message::{Message, QoS, SessionId};
 use crate::outbox::{Outbox, OutboxLimits, OutboxReceiver, PushOutcome, outbox};
 use crate::queue::{Queue, QueueOptions, QueuePush};
@@ -246,6 +248,9 @@ struct Inner {
     node_name: OnceLock<Arc<str>>,
     /// The `[[transcode]]` rules, once set.
     transcoder: OnceLock<Arc<Transcoder>>,
+    /// Every open session's outbox, for the broker's shutdown (shared with the task that
+    /// waits for it).
+    live: Arc<LiveSessions>,
 }
 
 /// Handle to the router; cheap to clone, shared by every front end.
@@ -279,6 +284,7 @@ impl Router {
             session_limits,
             node_name: OnceLock::new(),
             transcoder: OnceLock::new(),
+            live: Arc::default(),
         }))
     }
 
@@ -366,9 +372,10 @@ impl Router {
     /// its subscriptions and queue consumers when the [`Session`] is dropped.
     pub fn open_session(&self, protocol: Protocol) -> Session {
         let id = self.next_session_id();
-        let (_, receiver) = outbox(id, protocol, self.0.session_limits.clone(), self.0.budget.clone());
+        let (sender, receiver) = outbox(id, protocol, self.0.session_limits.clone(), self.0.budget.clone());
         let receiver = self.transcoding(receiver, protocol);
         Session {
+            live_slot: self.0.live.insert(sender),
             id,
             protocol,
             router: self.clone(),
@@ -381,6 +388,13 @@ impl Router {
             durable_pending: AtomicBool::new(false),
             tracks_durable: false,
         }
+    }
+
+    /// Tells every open session's connection, and every one opened from now on, that the broker
+    /// is shutting down (their drivers say the protocol's goodbye), once `shutdown` is
+    /// cancelled. [`crate::FrontEndContext::new`] asks it for the context's token.
+    pub fn shut_down_sessions_on(&self, shutdown: &CancellationToken) {
+        self.0.live.shut_down_when_cancelled(shutdown);
     }
 
     /// Adds or replaces a subscription. Returns `true` when it replaced an existing one.
@@ -894,6 +908,9 @@ pub struct Session {
     /// Whether its front end waits for the store before acknowledging (see
     /// [`Session::track_durable`]); commits of other sessions are not kept here.
     tracks_durable: bool,
+    /// Where the router keeps its outbox for the broker's shutdown (32-bit: it fits the
+    /// session's padding).
+    live_slot: u32,
 }
 
 /// Subscribers and queues this session's publishes have filled up, and since when.
@@ -1328,6 +1345,7 @@ pub enum SharedError {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.router.0.live.remove(self.live_slot);
         self.router.unsubscribe_all(self.id);
         // A session kept in the store that has not ended goes only with the process: the
         // durable groups it is a member of stay for it (it is restored a member).

@@ -20,6 +20,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -446,14 +447,20 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
         if !driver.input.is_empty() {
             driver.session.handle_bytes(&mut driver.input, Instant::now());
         }
+        // The router tells every open session of the broker's shutdown through its outbox
+        // (see [`Wake::ShutDown`]); a connection that starts once it began is told here.
+        let mut shutting_down = driver.shutdown.is_cancelled();
+        if shutting_down {
+            driver.session.begin_shutdown(Instant::now());
+        }
         // Allocated by the first delivery, not before, and one pointer until then: a connection
         // that never receives one (an idle sensor, a publisher) holds no room for a batch.
         let mut batch = LazyVec::default();
-        let mut shutting_down = false;
         // One timer for the connection's life, moved to each new deadline: a deadline that only
         // moves later (heartbeats) costs an atomic store, not a timer-wheel insertion per event.
         let mut timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
         let mut write_progress = Instant::now();
+        let mut turn = 0u8;
         loop {
             let watching = driver.signal.is_some();
             // Matched at once, not bound: a binding would be kept across the waits below.
@@ -473,69 +480,157 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                 }
                 Next::Wait(round) => round,
             };
-            // Split afresh each round and moved into the waits, with the input buffer's borrow:
-            // nothing of them is kept beside the waits.
-            let (mut reader, mut writer) = driver.stream.split();
-            let input = &mut driver.input;
-            let chunk = driver.limits.read_chunk as usize;
-            let output = driver.session.pending_output();
-            // What the waits borrow: the core session, not the protocol's (which need not be
-            // `Sync`; the codecs of some are not).
-            let core = driver.session.core();
-            tokio::select! {
-                _ = driver.shutdown.cancelled(), if !shutting_down => {
-                    shutting_down = true;
-                    driver.session.begin_shutdown(Instant::now());
+            turn = (turn + 1) % SOURCES;
+            match wait(driver, &mut batch, timer.as_mut(), round, turn).await {
+                Event::Read(Ok(0)) => driver.session.handle_eof(!driver.input.is_empty()),
+                Event::Read(Ok(_)) => driver.session.handle_bytes(&mut driver.input, Instant::now()),
+                Event::Read(Err(e)) | Event::Written(Err(e)) => driver.session.handle_io_error(&e),
+                Event::Written(Ok(0)) => driver.session.handle_io_error(&io::ErrorKind::WriteZero.into()),
+                Event::Written(Ok(n)) => {
+                    write_progress = Instant::now();
+                    driver.session.advance_output(n, write_progress);
                 }
-                // On TCP, waits for readability without a buffer; one is allocated only when bytes
-                // are there.
-                read = std::future::poll_fn(move |cx| reader.poll_read_into(cx, input, chunk)), if round.reading => {
-                    match read {
-                        Ok(0) => driver.session.handle_eof(!driver.input.is_empty()),
-                        Ok(_) => driver.session.handle_bytes(&mut driver.input, Instant::now()),
-                        Err(e) => driver.session.handle_io_error(&e),
+                Event::Woken(Wake::Delivered(_)) => {
+                    batch.with_vec(|batch| driver.session.handle_deliveries(batch, Instant::now()))
+                }
+                Event::Woken(Wake::Overflowed) => driver.session.handle_overflow(Instant::now()),
+                Event::Woken(Wake::Signalled) | Event::Changed(Ok(())) => driver.session.handle_signal(Instant::now()),
+                Event::Woken(Wake::ShutDown) => {
+                    if !std::mem::replace(&mut shutting_down, true) {
+                        driver.session.begin_shutdown(Instant::now());
                     }
                 }
-                written = std::future::poll_fn(move |cx| Pin::new(&mut writer).poll_write(cx, output)), if round.writing => match written {
-                    Ok(0) => driver.session.handle_io_error(&io::ErrorKind::WriteZero.into()),
-                    Ok(n) => {
-                        write_progress = Instant::now();
-                        driver.session.advance_output(n, write_progress);
-                    }
-                    Err(e) => driver.session.handle_io_error(&e),
-                },
-                // Polled even with a window of 0: it then returns only when the outbox overflows
-                // (which is how a client that stops acknowledging is told and closed instead of
-                // being dropped from silently) or is signalled.
-                woken = std::future::poll_fn(|cx| batch.with_vec(|batch| core.receiver().poll_wake(cx, batch, round.window as usize))) => match woken {
-                    Wake::Delivered(_) => batch.with_vec(|batch| driver.session.handle_deliveries(batch, Instant::now())),
-                    Wake::Overflowed => driver.session.handle_overflow(Instant::now()),
-                    Wake::Signalled => driver.session.handle_signal(Instant::now()),
-                },
-                // Boxed when polled, as the congestion wait below: rare events whose futures should
-                // not size the task of every idle connection (every branch's future is built on each
-                // round, enabled or not).
-                changed = async { Box::pin(driver.signal.as_mut().expect("watched only when present").0.changed()).await }, if round.watching => {
-                    match changed {
-                        Ok(()) => driver.session.handle_signal(Instant::now()),
-                        // Its sender is gone: nothing more to watch.
-                        Err(_) => driver.signal = None,
-                    }
-                }
-                result = std::future::poll_fn(|cx| core.poll_durable(cx)), if round.durable => {
-                    driver.session.handle_durable(result, Instant::now());
-                }
-                () = async { Box::pin(core.relieve_congestion()).await }, if round.congested => {
-                    driver.session.handle_bytes(&mut driver.input, Instant::now());
-                }
-                () = timer.as_mut(), if round.timed => {
-                    if !round.reading {
+                // Its sender is gone: nothing more to watch.
+                Event::Changed(Err(_)) => driver.signal = None,
+                Event::Durable(result) => driver.session.handle_durable(result, Instant::now()),
+                Event::Relieved => driver.session.handle_bytes(&mut driver.input, Instant::now()),
+                Event::Timer { reading } => {
+                    if !reading {
                         // Not read meanwhile: the silence is the broker's, not the peer's.
                         driver.session.excuse_silence(Instant::now());
                     }
                     driver.session.handle_timeout(Instant::now());
                 }
             }
+        }
+    }
+}
+
+/// What ended a round's wait.
+enum Event {
+    /// The socket read (0: the peer closed its side).
+    Read(io::Result<usize>),
+    /// The socket took this many bytes of the pending output.
+    Written(io::Result<usize>),
+    /// The outbox: deliveries taken, an overflow, or a signal.
+    Woken(Wake),
+    /// The watched signal changed, or its sender is gone.
+    Changed(Result<(), watch::error::RecvError>),
+    /// The oldest pending store commit ended.
+    Durable(Result<(), StoreError>),
+    /// The subscribers this session congested have room again, or its grace ran out.
+    Relieved,
+    /// The session's deadline passed; `reading`: the round read from the socket meanwhile.
+    Timer { reading: bool },
+}
+
+/// How many sources a round waits on (see [`Waits::poll_source`]).
+const SOURCES: u8 = 7;
+
+/// One round's wait: the first of the sources [`Round`] enables. One poll function over the
+/// driver's parts, rather than a `select!` over a future per source: only these borrows and
+/// the two rare waits' boxes are kept across the wait, which is where every idle connection
+/// sits. Every source but those two keeps its waker where it is ready to be woken (the socket's
+/// registration, the outbox, the store's commit, the timer), so that each can be polled afresh.
+struct Waits<'a, C, R> {
+    stream: &'a mut Transport,
+    input: &'a mut BytesMut,
+    output: &'a [u8],
+    core: &'a Session,
+    batch: &'a mut LazyVec<Delivery>,
+    timer: Pin<&'a mut tokio::time::Sleep>,
+    /// The watched signal's change, when this round watches it.
+    changed: Option<Pin<Box<C>>>,
+    /// The congested subscribers' room, when this round waits for it.
+    relieved: Option<Pin<Box<R>>>,
+    /// Bytes asked of the socket per read.
+    chunk: u32,
+    round: Round,
+    /// The source polled first: it moves on every round, so that a source that is always
+    /// ready (a client that floods) cannot keep the others from their turns.
+    first: u8,
+}
+
+/// The wait of one round of `driver`'s loop, polling `first` first. A function of its own, so
+/// that `round` and the borrows it takes are not kept beside the wait in the loop's state.
+fn wait<'a, S: ProtocolSession>(
+    driver: &'a mut Driver<S>,
+    batch: &'a mut LazyVec<Delivery>,
+    timer: Pin<&'a mut tokio::time::Sleep>,
+    round: Round,
+    first: u8,
+) -> impl Future<Output = Event> + Send + 'a {
+    let core = driver.session.core();
+    let mut waits = Waits {
+        stream: &mut driver.stream,
+        input: &mut driver.input,
+        output: driver.session.pending_output(),
+        core,
+        batch,
+        timer,
+        // Boxed, and only for the rounds that watch them: rare waits whose futures should not
+        // size the task of every connection.
+        changed: driver.signal.as_mut().filter(|_| round.watching).map(|signal| Box::pin(signal.0.changed())),
+        relieved: round.congested.then(|| Box::pin(core.relieve_congestion())),
+        chunk: driver.limits.read_chunk,
+        round,
+        first,
+    };
+    std::future::poll_fn(move |cx| waits.poll(cx))
+}
+
+impl<C, R> Waits<'_, C, R>
+where
+    C: Future<Output = Result<(), watch::error::RecvError>>,
+    R: Future<Output = ()>,
+{
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
+        for i in 0..SOURCES {
+            if let Poll::Ready(event) = self.poll_source((self.first + i) % SOURCES, cx) {
+                return Poll::Ready(event);
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Polls one source, if this round enables it. The outbox is polled with a window of 0
+    /// too: it then returns only when it overflows (which is how a client that stops
+    /// acknowledging is told and closed instead of being dropped from silently) or is
+    /// signalled.
+    fn poll_source(&mut self, source: u8, cx: &mut Context<'_>) -> Poll<Event> {
+        match source {
+            // On TCP, waits for readability without a buffer; one is allocated only when bytes
+            // are there.
+            0 if self.round.reading => {
+                self.stream.split().0.poll_read_into(cx, self.input, self.chunk as usize).map(Event::Read)
+            }
+            1 if self.round.writing => {
+                Pin::new(&mut self.stream.split().1).poll_write(cx, self.output).map(Event::Written)
+            }
+            2 => {
+                let (receiver, window) = (self.core.receiver(), self.round.window as usize);
+                self.batch.with_vec(|batch| receiver.poll_wake(cx, batch, window)).map(Event::Woken)
+            }
+            3 => self.changed.as_mut().map_or(Poll::Pending, |changed| changed.as_mut().poll(cx).map(Event::Changed)),
+            4 if self.round.durable => self.core.poll_durable(cx).map(Event::Durable),
+            5 => self
+                .relieved
+                .as_mut()
+                .map_or(Poll::Pending, |relieved| relieved.as_mut().poll(cx).map(|()| Event::Relieved)),
+            6 if self.round.timed => {
+                self.timer.as_mut().poll(cx).map(|()| Event::Timer { reading: self.round.reading })
+            }
+            _ => Poll::Pending,
         }
     }
 }
