@@ -145,26 +145,33 @@ pub const CONNACK_UNACCEPTABLE_PROTOCOL: [u8; 4] = [0x20, 0x02, 0x00, 0x01];
 
 /// Decoder and encoder for one connection, fixed to its protocol level.
 pub struct PacketCodec {
-    version: Version,
     max_packet_size: u32,
-    v3: v3::Codec,
-    v5: v5::Codec,
+    level: Level,
+}
+
+/// The inner codec of the connection's level: only one of them, since it sits in every
+/// connection's task.
+enum Level {
+    V3(v3::Codec),
+    V5(v5::Codec),
 }
 
 impl PacketCodec {
     /// A codec for `version` that refuses packets larger than `max_packet_size` bytes.
     pub fn new(version: Version, max_packet_size: u32) -> Self {
-        PacketCodec {
-            version,
-            max_packet_size,
-            v3: v3::Codec::new(max_packet_size),
-            v5: v5::Codec::new(max_packet_size, 0),
-        }
+        let level = match version {
+            Version::V3 => Level::V3(v3::Codec::new(max_packet_size)),
+            Version::V5 => Level::V5(v5::Codec::new(max_packet_size, 0)),
+        };
+        PacketCodec { max_packet_size, level }
     }
 
     /// The protocol level in use.
     pub fn version(&self) -> Version {
-        self.version
+        match self.level {
+            Level::V3(_) => Version::V3,
+            Level::V5(_) => Version::V5,
+        }
     }
 
     /// Takes one complete packet off the front of `buf`, or `Ok(None)` (nothing consumed)
@@ -184,9 +191,9 @@ impl PacketCodec {
         let malformed = |source| CodecError::Malformed { type_byte, source };
         // The whole frame is buffered, so the inner codec decodes it in one call and keeps no
         // partial state between calls.
-        let packet = match self.version {
-            Version::V5 => self.v5.decode(buf).map_err(malformed)?.map(|(p, _)| p),
-            Version::V3 => self.v3.decode(buf).map_err(malformed)?.map(|(p, _)| lift_v3(p)),
+        let packet = match &mut self.level {
+            Level::V5(codec) => codec.decode(buf).map_err(malformed)?.map(|(p, _)| p),
+            Level::V3(codec) => codec.decode(buf).map_err(malformed)?.map(|(p, _)| lift_v3(p)),
         };
         match packet {
             Some(p) => Ok(Some(p)),
@@ -210,7 +217,7 @@ impl PacketCodec {
             .get(header_len..header_len + 2)
             .map(|n| header_len + 2 + usize::from(u16::from_be_bytes([n[0], n[1]])) + 1);
         let mut forced_clean = false;
-        if self.version == Version::V5
+        if self.version() == Version::V5
             && complete
             && let Some(flags) = flags_at.and_then(|i| buf.get_mut(i))
             && *flags & 0x02 == 0
@@ -229,11 +236,11 @@ impl PacketCodec {
     /// form for (a server DISCONNECT, AUTH) write nothing. Returns the bytes written.
     pub fn encode(&mut self, packet: Packet, out: &mut BytesMut) -> Result<usize, CodecError> {
         let start = out.len();
-        match self.version {
-            Version::V5 => self.v5.encode(packet, out)?,
-            Version::V3 => {
+        match &mut self.level {
+            Level::V5(codec) => codec.encode(packet, out)?,
+            Level::V3(codec) => {
                 if let Some(p) = lower_v3(packet) {
-                    self.v3.encode(p, out)?;
+                    codec.encode(p, out)?;
                 }
             }
         }

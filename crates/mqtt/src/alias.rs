@@ -41,45 +41,21 @@ impl AliasError {
     }
 }
 
-/// Aliases the client defined towards us.
+/// Both directions' aliases of one connection. The two maxima sit side by side, so that the
+/// pair takes 24 bytes in every connection's task rather than 32; each table is allocated on
+/// its first alias, since most clients use none.
 #[derive(Debug, Default)]
-pub struct InboundAliases {
-    max: u16,
-    /// Allocated on the first alias: most clients use none, and every connection holds a table.
+pub struct TopicAliases {
+    /// Inbound: the Topic Alias Maximum we advertised in CONNACK.
+    inbound_max: u16,
+    /// Outbound: the client's Topic Alias Maximum (within our own).
+    outbound_max: u16,
+    /// Aliases the client defined towards us.
     #[expect(clippy::box_collection, reason = "an unused table costs 8 bytes boxed, 48 inline")]
-    topics: Option<Box<HashMap<u16, String>>>,
-}
-
-impl InboundAliases {
-    /// A table accepting aliases `1..=max` (what we advertised in CONNACK).
-    pub fn new(max: u16) -> Self {
-        InboundAliases { max, topics: None }
-    }
-
-    /// The topic a PUBLISH is for: its own topic (recording the alias if it carries one), or
-    /// the topic an earlier PUBLISH bound to its alias.
-    pub fn resolve(&mut self, topic: &str, alias: Option<NonZeroU16>) -> Result<String, AliasError> {
-        let Some(alias) = alias.map(NonZeroU16::get) else {
-            return if topic.is_empty() { Err(AliasError::EmptyTopic) } else { Ok(topic.to_owned()) };
-        };
-        if alias > self.max {
-            return Err(AliasError::OutOfRange { alias, max: self.max });
-        }
-        if topic.is_empty() {
-            return self.topics.as_ref().and_then(|t| t.get(&alias)).cloned().ok_or(AliasError::Unknown(alias));
-        }
-        self.topics.get_or_insert_default().insert(alias, topic.to_owned());
-        Ok(topic.to_owned())
-    }
-}
-
-/// Aliases we defined towards the client.
-#[derive(Debug, Default)]
-pub struct OutboundAliases {
-    max: u16,
-    /// Allocated on the first alias, like [`InboundAliases`]'s table.
+    inbound: Option<Box<HashMap<u16, String>>>,
+    /// Aliases we defined towards the client.
     #[expect(clippy::box_collection, reason = "an unused table costs 8 bytes boxed, 48 inline")]
-    by_topic: Option<Box<HashMap<String, NonZeroU16>>>,
+    outbound: Option<Box<HashMap<String, NonZeroU16>>>,
 }
 
 /// How to send a topic.
@@ -93,21 +69,38 @@ pub enum OutboundTopic {
     Use(NonZeroU16),
 }
 
-impl OutboundAliases {
-    /// A table of at most `max` aliases (0 = the client accepts none).
-    pub fn new(max: u16) -> Self {
-        OutboundAliases { max, by_topic: None }
+impl TopicAliases {
+    /// Tables accepting inbound aliases `1..=inbound_max` (what we advertised in CONNACK) and
+    /// defining at most `outbound_max` outbound ones (0: the client accepts none).
+    pub fn new(inbound_max: u16, outbound_max: u16) -> Self {
+        TopicAliases { inbound_max, outbound_max, inbound: None, outbound: None }
+    }
+
+    /// The topic a PUBLISH is for: its own topic (recording the alias if it carries one), or
+    /// the topic an earlier PUBLISH bound to its alias.
+    pub fn resolve(&mut self, topic: &str, alias: Option<NonZeroU16>) -> Result<String, AliasError> {
+        let Some(alias) = alias.map(NonZeroU16::get) else {
+            return if topic.is_empty() { Err(AliasError::EmptyTopic) } else { Ok(topic.to_owned()) };
+        };
+        if alias > self.inbound_max {
+            return Err(AliasError::OutOfRange { alias, max: self.inbound_max });
+        }
+        if topic.is_empty() {
+            return self.inbound.as_ref().and_then(|t| t.get(&alias)).cloned().ok_or(AliasError::Unknown(alias));
+        }
+        self.inbound.get_or_insert_default().insert(alias, topic.to_owned());
+        Ok(topic.to_owned())
     }
 
     /// Decides how to send `topic`, defining a new alias while there is room.
     pub fn assign(&mut self, topic: &str) -> OutboundTopic {
-        if let Some(&alias) = self.by_topic.as_ref().and_then(|t| t.get(topic)) {
+        if let Some(&alias) = self.outbound.as_ref().and_then(|t| t.get(topic)) {
             return OutboundTopic::Use(alias);
         }
-        let next = self.by_topic.as_ref().map_or(0, |t| t.len()) + 1;
-        match u16::try_from(next).ok().filter(|n| *n <= self.max).and_then(NonZeroU16::new) {
+        let next = self.outbound.as_ref().map_or(0, |t| t.len()) + 1;
+        match u16::try_from(next).ok().filter(|n| *n <= self.outbound_max).and_then(NonZeroU16::new) {
             Some(alias) => {
-                self.by_topic.get_or_insert_default().insert(topic.to_owned(), alias);
+                self.outbound.get_or_insert_default().insert(topic.to_owned(), alias);
                 OutboundTopic::Define(alias)
             }
             None => OutboundTopic::Plain,
@@ -118,7 +111,7 @@ impl OutboundAliases {
     /// the next message on the topic defines it again.
     pub fn forget(&mut self, topic: &str) {
         // Only the most recent definition can be forgotten without leaving a gap.
-        if let Some(table) = self.by_topic.as_mut()
+        if let Some(table) = self.outbound.as_mut()
             && let Some(alias) = table.get(topic)
             && usize::from(alias.get()) == table.len()
         {
@@ -137,7 +130,7 @@ mod tests {
 
     #[test]
     fn inbound_defines_then_uses_and_rejects_mistakes() {
-        let mut t = InboundAliases::new(2);
+        let mut t = TopicAliases::new(2, 0);
         assert_eq!(t.resolve("x/y", a(1)).unwrap(), "x/y");
         assert_eq!(t.resolve("", a(1)).unwrap(), "x/y");
         assert_eq!(t.resolve("z", a(1)).unwrap(), "z", "redefinition is allowed");
@@ -150,12 +143,12 @@ mod tests {
 
     #[test]
     fn outbound_fills_the_table_then_sends_plain() {
-        let mut t = OutboundAliases::new(1);
+        let mut t = TopicAliases::new(0, 1);
         assert_eq!(t.assign("a"), OutboundTopic::Define(NonZeroU16::new(1).unwrap()));
         assert_eq!(t.assign("a"), OutboundTopic::Use(NonZeroU16::new(1).unwrap()));
         assert_eq!(t.assign("b"), OutboundTopic::Plain);
         t.forget("a");
         assert_eq!(t.assign("b"), OutboundTopic::Define(NonZeroU16::new(1).unwrap()));
-        assert_eq!(OutboundAliases::new(0).assign("a"), OutboundTopic::Plain);
+        assert_eq!(TopicAliases::new(2, 0).assign("a"), OutboundTopic::Plain);
     }
 }

@@ -2,6 +2,7 @@
 //! lives, whether the will is acceptable, and the limits the client asked us to respect.
 //! Refusals carry the CONNACK reason (lowered to a 3.1.1 return code by the codec).
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,9 +26,9 @@ pub struct ConnectPlan {
     pub expiry: Duration,
     /// MQTT 5: the Session Expiry Interval to announce in CONNACK because we changed it.
     pub expiry_announced: Option<u32>,
-    /// Silence after which the connection is dropped: 1.5 × the keep-alive (MQTT-3.1.2-24),
-    /// `None` when keep-alive is off.
-    pub keep_alive_timeout: Option<Duration>,
+    /// The keep-alive in force, in seconds (0: off), after the broker's cap; see
+    /// [`keep_alive_timeout`].
+    pub keep_alive: u16,
     /// MQTT 5 Server Keep Alive, when we override the client's value.
     pub server_keep_alive: Option<u16>,
     /// The will, validated.
@@ -35,9 +36,15 @@ pub struct ConnectPlan {
     /// The client's Receive Maximum: most QoS 1/2 deliveries it takes unacknowledged.
     pub client_receive_max: u16,
     /// The client's Maximum Packet Size.
-    pub client_max_packet: Option<u32>,
+    pub client_max_packet: Option<NonZeroU32>,
     /// The client's Topic Alias Maximum.
     pub client_alias_max: u16,
+}
+
+/// Silence after which a connection with `keep_alive` (seconds) is dropped: 1.5 × the
+/// keep-alive (MQTT-3.1.2-24), `None` when keep-alive is off.
+pub fn keep_alive_timeout(keep_alive: u16) -> Option<Duration> {
+    (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500))
 }
 
 /// Why a CONNECT is refused.
@@ -116,11 +123,11 @@ pub fn plan(
         clean_start: connect.clean_start,
         expiry,
         expiry_announced,
-        keep_alive_timeout: (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500)),
+        keep_alive,
         server_keep_alive,
         will,
         client_receive_max: connect.receive_max.map_or(u16::MAX, |n| n.get()),
-        client_max_packet: connect.max_packet_size.map(|n| n.get()),
+        client_max_packet: connect.max_packet_size,
         client_alias_max: connect.topic_alias_max,
     })
 }
@@ -148,15 +155,18 @@ mod tests {
     fn keep_alive_is_one_and_a_half_times_and_capped_silently_for_v3() {
         let cfg = MqttConfig { max_keep_alive_secs: 5, ..MqttConfig::default() };
         let p = plan(&connect("a", true), Version::V5, &cfg, String::new).unwrap();
-        assert_eq!((p.keep_alive_timeout, p.server_keep_alive), (Some(Duration::from_millis(7500)), Some(5)));
+        assert_eq!(
+            (keep_alive_timeout(p.keep_alive), p.server_keep_alive),
+            (Some(Duration::from_millis(7500)), Some(5))
+        );
         let p = plan(&connect("a", true), Version::V3, &cfg, String::new).unwrap();
-        assert_eq!((p.keep_alive_timeout, p.server_keep_alive), (Some(Duration::from_millis(7500)), None));
+        assert_eq!((keep_alive_timeout(p.keep_alive), p.server_keep_alive), (Some(Duration::from_millis(7500)), None));
         let mut silent = connect("a", true);
         silent.keep_alive = 0;
         let p = plan(&silent, Version::V3, &cfg, String::new).unwrap();
-        assert_eq!(p.keep_alive_timeout, Some(Duration::from_millis(7500)), "keep-alive 0 is bounded too");
+        assert_eq!(keep_alive_timeout(p.keep_alive), Some(Duration::from_millis(7500)), "keep-alive 0 is bounded too");
         let p = plan(&silent, Version::V3, &MqttConfig { max_keep_alive_secs: 0, ..cfg }, String::new).unwrap();
-        assert_eq!(p.keep_alive_timeout, None, "0 lets the client choose");
+        assert_eq!(keep_alive_timeout(p.keep_alive), None, "0 lets the client choose");
     }
 
     #[test]

@@ -3,8 +3,7 @@
 //! [`MqttSession::deliver`], bytes out through [`MqttSession::output`]. Time is passed in.
 //! The core's connection driver owns the socket and the timer (see connection.rs).
 
-use std::collections::VecDeque;
-use std::num::NonZeroU16;
+use std::num::{NonZeroU16, NonZeroU32};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -20,13 +19,13 @@ use tolk_core::access::SubscribeError;
 use tolk_core::drive::Egress;
 use tolk_core::store::StoreError;
 use tolk_core::{
-    AckLine, CloseReason, Delivery, DropReason, Metrics, Origin, PublishOutcome, QoS, QueueError, SharedError,
-    SubscriptionOptions, topic,
+    AckLine, CloseReason, Delivery, DropReason, LazyDeque, Metrics, Origin, PublishOutcome, QoS, QueueError,
+    SharedError, SubscriptionOptions, topic,
 };
 
-use crate::alias::{InboundAliases, OutboundAliases, OutboundTopic};
+use crate::alias::{OutboundTopic, TopicAliases};
 use crate::config::MqttConfig;
-use crate::connect::ConnectPlan;
+use crate::connect::{self, ConnectPlan};
 use crate::inflight::Stage;
 use crate::kept;
 use crate::state::SessionState;
@@ -87,19 +86,21 @@ pub struct MqttSession {
     /// Deliveries encoded into `out` and not yet written.
     egress: Egress,
     /// Retained messages for new subscriptions, waiting for window space. Bounded by the
-    /// retained store's size.
-    pending: VecDeque<Delivery>,
+    /// retained store's size. One pointer until the first.
+    pending: LazyDeque<Delivery>,
     config: Arc<MqttConfig>,
     metrics: Arc<Metrics>,
     /// Boxed: most clients set no will, and an idle connection should not carry its size.
     will: Option<Box<Will>>,
     /// MQTT-3.14.2-2: a session that connected with expiry 0 may not set one at DISCONNECT.
     connected_with_zero_expiry: bool,
-    window: usize,
-    client_max_packet: Option<u32>,
-    inbound_aliases: InboundAliases,
-    outbound_aliases: OutboundAliases,
-    keep_alive_timeout: Option<Duration>,
+    /// Most QoS 1/2 deliveries in flight (the smaller of ours and the client's Receive
+    /// Maximum, which is 16-bit).
+    window: u16,
+    client_max_packet: Option<NonZeroU32>,
+    aliases: TopicAliases,
+    /// Seconds (0: off); see [`connect::keep_alive_timeout`].
+    keep_alive: u16,
     /// Acknowledgements and releases waiting for the store, in the order their packets came
     /// (MQTT-4.6.0-2).
     awaiting_store: AckLine<Deferred>,
@@ -142,7 +143,7 @@ impl MqttSession {
         let mut awaiting_store = AckLine::default();
         // A resumed session's pending commits were the old connection's to acknowledge.
         awaiting_store.forget(&state.core);
-        let window = usize::from(config.max_inflight.min(plan.client_receive_max).max(1));
+        let window = config.max_inflight.min(plan.client_receive_max).max(1);
         let version = codec.version();
         let (alias_in, alias_out) = match version {
             Version::V5 => (config.topic_alias_maximum, plan.client_alias_max.min(config.topic_alias_maximum)),
@@ -154,13 +155,12 @@ impl MqttSession {
             state,
             codec,
             out: BytesMut::new(),
-            pending: VecDeque::new(),
+            pending: LazyDeque::default(),
             will: plan.will.take().map(Box::new),
             window,
             client_max_packet: plan.client_max_packet,
-            inbound_aliases: InboundAliases::new(alias_in),
-            outbound_aliases: OutboundAliases::new(alias_out),
-            keep_alive_timeout: plan.keep_alive_timeout,
+            aliases: TopicAliases::new(alias_in, alias_out),
+            keep_alive: plan.keep_alive,
             awaiting_store,
             config,
             metrics,
@@ -184,7 +184,7 @@ impl MqttSession {
 
     /// Silence after which the client is considered gone.
     pub fn keep_alive_timeout(&self) -> Option<Duration> {
-        self.keep_alive_timeout
+        connect::keep_alive_timeout(self.keep_alive)
     }
 
     /// Encoded bytes waiting for the socket.
@@ -351,7 +351,7 @@ impl MqttSession {
         let alias = publish.properties.as_ref().and_then(|p| p.topic_alias);
         let topic = match version {
             Version::V5 => self
-                .inbound_aliases
+                .aliases
                 .resolve(&publish.topic, alias)
                 .map_err(|e| Close::protocol(e.reason_code(), e.to_string()))?,
             Version::V3 => String::from(&*publish.topic),
@@ -595,7 +595,7 @@ impl MqttSession {
                     }
                     None => self.state.subs.next_tag(),
                 };
-                if let Err(e) = self.state.core.join_shared(group, inner, self.window, max_qos, tag) {
+                if let Err(e) = self.state.core.join_shared(group, inner, usize::from(self.window), max_qos, tag) {
                     tracing::info!(filter, error = %e, "shared subscription refused");
                     self.state.subs.remove(filter);
                     return Ok(match e {
@@ -640,7 +640,7 @@ impl MqttSession {
 
     /// How many more QoS 1/2 deliveries the client can take now.
     pub fn free_window(&self) -> usize {
-        self.window.saturating_sub(self.state.outgoing.len())
+        usize::from(self.window).saturating_sub(self.state.outgoing.len())
     }
 
     /// Whether retained messages for new subscriptions are waiting.
@@ -694,7 +694,7 @@ impl MqttSession {
         let topic = &delivery.message.topic;
         let mut defined = false;
         if let Some(props) = publish.properties.as_mut() {
-            match self.outbound_aliases.assign(topic) {
+            match self.aliases.assign(topic) {
                 OutboundTopic::Plain => {}
                 OutboundTopic::Define(alias) => {
                     props.topic_alias = Some(alias);
@@ -709,14 +709,14 @@ impl MqttSession {
         let start = self.out.len();
         let encoded = self.codec.encode(Packet::Publish(Box::new(publish)), &mut self.out);
         let too_big = match (&encoded, self.client_max_packet) {
-            (Ok(size), Some(max)) => *size as u64 > u64::from(max),
+            (Ok(size), Some(max)) => *size as u64 > u64::from(max.get()),
             (Ok(_), None) => false,
             (Err(_), _) => true,
         };
         if too_big {
             self.out.truncate(start);
             if defined {
-                self.outbound_aliases.forget(topic);
+                self.aliases.forget(topic);
             }
             tracing::debug!(%topic, "message larger than the client's maximum packet size dropped");
             counters.dropped(DropReason::Untranslatable, 1);
@@ -742,7 +742,7 @@ impl MqttSession {
     /// resent on reconnect; QoS 0 ones are lost with the connection, and queue deliveries among
     /// them go back to their group (see [`Egress`]).
     pub fn finish(mut self, will_wanted: bool) -> (Box<SessionState>, Option<Will>) {
-        let pending: Vec<Delivery> = self.pending.drain(..).collect();
+        let pending: Vec<Delivery> = self.pending.drain().collect();
         if !self.state.expiry().is_zero() {
             self.state.detach(pending);
         }

@@ -6,7 +6,6 @@
 //!
 //! Output is counted in units: bytes on a stream, datagrams for MQTT-SN.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
@@ -14,6 +13,7 @@ use tolk_metrics::{Metrics, Protocol};
 
 use crate::delivery::{Delivery, QueueAck};
 use crate::frontend::record_delivery;
+use crate::lazy_deque::LazyDeque;
 
 /// A delivery whose bytes end at stream offset `end`. It keeps the message (for the latency
 /// hops), not the whole delivery: an MQTT QoS 1 delivery lives on in the session's flows.
@@ -27,13 +27,15 @@ struct Pending {
 pub struct Egress {
     protocol: Protocol,
     written_total: u64,
-    pending: VecDeque<Pending>,
+    /// One pointer until the first delivery: a connection that never receives one keeps no
+    /// queue in its task.
+    pending: LazyDeque<Pending>,
 }
 
 impl Egress {
     /// Accounting for a connection of `protocol`.
     pub fn new(protocol: Protocol) -> Self {
-        Egress { protocol, written_total: 0, pending: VecDeque::new() }
+        Egress { protocol, written_total: 0, pending: LazyDeque::default() }
     }
 
     /// `delivery`, taken from the outbox at `taken_at`, was encoded; its bytes end with the
@@ -87,7 +89,7 @@ impl Egress {
 impl Drop for Egress {
     /// Deliveries to be settled once written that never were go back to their queue.
     fn drop(&mut self) {
-        for p in self.pending.drain(..) {
+        for p in self.pending.drain() {
             if let Some(ack) = &p.delivery.ack {
                 ack.nack(true);
             }
