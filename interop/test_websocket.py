@@ -98,8 +98,11 @@ def test_a_websocket_message_over_the_packet_limit_closes_only_that_connection(b
     ws = websocket.create_connection(
         f"ws://{broker.host}:{broker.port('http')}/mqtt", subprotocols=["mqtt"], timeout=TIMEOUT
     )
-    ws.send_binary(b"\x30" + b"\x00" * (2 * 1024 * 1024))
+    # The broker refuses the message as soon as its header is in, closes the connection and lingers
+    # for at most 1 MiB of what follows: the rest of the 2 MiB may then meet a closed socket, so
+    # the send itself can end with the connection reset. Either way this connection is over.
     try:
+        ws.send_binary(b"\x30" + b"\x00" * (2 * 1024 * 1024))
         while True:
             frame = ws.recv_data(control_frame=True)
             if frame[0] == websocket.ABNF.OPCODE_CLOSE:
