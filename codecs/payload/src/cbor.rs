@@ -23,19 +23,21 @@ pub(crate) fn read_raw(payload: &[u8], limits: &Limits) -> Result<Cbor, ConvertE
 
 /// Reads CBOR into the JSON data model (RFC 8949 §6.1).
 pub(crate) fn read(payload: &[u8], limits: &Limits) -> Result<Value, ConvertError> {
-    Ok(to_json(read_raw(payload, limits)?))
+    to_json(read_raw(payload, limits)?, limits.max_output_bytes)
 }
 
-/// Writes a value as CBOR: integers as integers, floats in the shortest form that keeps them.
 pub(crate) fn write(value: &impl serde::Serialize, format: Format, limits: &Limits) -> Result<Vec<u8>, ConvertError> {
     let mut out = Bounded::new(limits);
     let written = ciborium::ser::into_writer(value, &mut out);
     out.finish(written, format)
 }
 
-/// One CBOR item in the JSON data model. Recursion is bounded by the reader's limit.
-pub(crate) fn to_json(item: Cbor) -> Value {
-    match item {
+/// One CBOR item in the JSON data model. Recursion is bounded by the reader's limit. A map key
+/// that is not text becomes the text of its JSON form, which is refused beyond `max_key` bytes:
+/// keys that are maps of maps escape their keys' quotes again at every level, so that a short
+/// hostile payload would otherwise double its size per level.
+pub(crate) fn to_json(item: Cbor, max_key: usize) -> Result<Value, ConvertError> {
+    Ok(match item {
         Cbor::Integer(i) => {
             let i = i128::from(i);
             u64::try_from(i)
@@ -48,21 +50,26 @@ pub(crate) fn to_json(item: Cbor) -> Value {
         Cbor::Bytes(bytes) => Value::String(URL_SAFE_NO_PAD.encode(bytes)),
         Cbor::Text(text) => Value::String(text),
         Cbor::Bool(b) => Value::Bool(b),
-        Cbor::Tag(_, inner) => to_json(*inner),
-        Cbor::Array(items) => Value::Array(items.into_iter().map(to_json).collect()),
+        Cbor::Tag(_, inner) => to_json(*inner, max_key)?,
+        Cbor::Array(items) => {
+            Value::Array(items.into_iter().map(|item| to_json(item, max_key)).collect::<Result<_, _>>()?)
+        }
         Cbor::Map(pairs) => {
             let mut map = Map::new();
             for (key, value) in pairs {
-                let key = match to_json(key) {
+                let key = match to_json(key, max_key)? {
                     Value::String(text) => text,
                     other => other.to_string(),
                 };
-                map.insert(key, to_json(value));
+                if key.len() > max_key {
+                    return Err(ConvertError::TooLarge(max_key));
+                }
+                map.insert(key, to_json(value, max_key)?);
             }
             Value::Object(map)
         }
         _ => Value::Null,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -82,6 +89,18 @@ mod tests {
         // a5: map(5); 61 74 01: "t" 1; 61 76 f9 4d60: "v" half-float 21.5; 62 6f6b f5: "ok" true;
         // 61 6e f6: "n" null; 61 73 61 78: "s" "x".
         assert_eq!(hex(&cbor.unwrap()), "a56174016176f94d60626f6bf5616ef661736178");
+    }
+
+    #[test]
+    fn map_keys_that_are_maps_of_maps_cannot_double_the_output_per_level() {
+        // {{{...{1: 1}...: 1}: 1}: 1}, 30 levels: each level escapes its key's quotes and
+        // backslashes again, 2^30 bytes of key unbounded (a fuzzing find: 40 s of CPU).
+        let mut cbor = vec![0xa1; 30];
+        cbor.extend([0x01; 31]);
+        let refused = convert(&cbor, Format::Cbor, Format::Json, None, &Limits::default());
+        assert!(matches!(refused, Err(ConvertError::TooLarge(_))), "{refused:?}");
+        let shallow = convert(&[0xa1, 0xa1, 0x01, 0x01, 0x01], Format::Cbor, Format::Json, None, &Limits::default());
+        assert_eq!(String::from_utf8(shallow.unwrap()).unwrap(), r#"{"{\"1\":1}":1}"#);
     }
 
     #[test]

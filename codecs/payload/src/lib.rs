@@ -173,7 +173,7 @@ fn decode(payload: &[u8], from: Format, schema: Option<&Schema>, limits: &Limits
         Format::Cbor => cbor::read(payload, limits),
         Format::Xml => xml::read(payload, limits),
         Format::SenmlJson => senml::from_json(json::parse(payload, limits)?),
-        Format::SenmlCbor => senml::from_cbor(cbor::read_raw(payload, limits)?),
+        Format::SenmlCbor => senml::from_cbor(cbor::read_raw(payload, limits)?, limits),
         Format::Protobuf => schema.ok_or(ConvertError::NoSchema)?.decode(payload),
     }
 }

@@ -115,7 +115,7 @@ pub(crate) fn pack(value: Value, format: Format) -> Result<Value, ConvertError> 
 }
 
 /// A SenML CBOR pack in the JSON data model, with text labels.
-pub(crate) fn from_cbor(item: Cbor) -> Result<Value, ConvertError> {
+pub(crate) fn from_cbor(item: Cbor, limits: &Limits) -> Result<Value, ConvertError> {
     let bad = |reason: String| ConvertError::decode(Format::SenmlCbor, reason);
     let Cbor::Array(records) = item else { return Err(bad("a pack is an array".into())) };
     let mut read = Vec::with_capacity(records.len());
@@ -131,7 +131,7 @@ pub(crate) fn from_cbor(item: Cbor) -> Result<Value, ConvertError> {
             let value = match (kind, value) {
                 (Kind::Data, Cbor::Bytes(bytes)) => Value::String(URL_SAFE_NO_PAD.encode(bytes)),
                 (Kind::Data, _) => return Err(bad(format!("record {index}: vd must be a byte string"))),
-                (_, other) => cbor::to_json(other),
+                (_, other) => cbor::to_json(other, limits.max_output_bytes)?,
             };
             fields.insert(name.into(), value);
         }
