@@ -151,7 +151,10 @@ pub(crate) fn read(payload: &[u8], limits: &Limits) -> Result<Value, ConvertErro
                 if result.is_some() {
                     return Err(bad("a second root element".into()));
                 }
-                if stack.len() >= limits.max_depth {
+                // One element more than the depth: a string or number inside the deepest
+                // container is an element of its own, where JSON's depth counts containers only
+                // (a container one level too deep is refused by `convert`'s depth check).
+                if stack.len() > limits.max_depth {
                     return Err(ConvertError::TooDeep(limits.max_depth));
                 }
                 let local = local_name(e);
