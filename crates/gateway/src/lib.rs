@@ -8,6 +8,7 @@ mod cli;
 mod config;
 mod dashboard;
 mod http;
+mod log_fields;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -144,7 +145,10 @@ fn init_logging(level: &str) {
         }
     }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    let fmt = tracing_subscriber::fmt::layer()
+        .fmt_fields(log_fields::ConnectionFields::default())
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     tracing_subscriber::registry().with(fmt).with(filter).init();
     if bad_env {
         tracing::warn!("RUST_LOG is not a list of level directives (e.g. info,tolk_mqtt=debug); using [log] level");

@@ -84,7 +84,7 @@ pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = 
 /// The connected phase: the driver runs the client (a takeover reaches it through the
 /// session's outbox, see [`Registry::claim`]).
 fn serve((connected, io): (MqttConnection, Io)) -> impl Future<Output = CloseReason> {
-    tracing::Span::current().record("client_id", tracing::field::display(connected.session.client_id()));
+    tolk_core::listener::name_client(connected.session.client_id().clone());
     // 4 KiB per read, 64 deliveries per wake-up, reading paused above 256 KiB of unwritten
     // output, and a client that takes none of it for `write_timeout` is a slow consumer.
     let limits = DriveLimits::new(256 * 1024, 4096, 64, Some(io.config.write_timeout));

@@ -555,7 +555,7 @@ impl XmppSession {
         }
         self.write(&result.with_child(answer));
         debug!(jid = %full, "XMPP stream bound");
-        tracing::Span::current().record("client_id", full.as_str());
+        tolk_core::listener::name_client(full.as_str().into());
         self.jid = Some(jid);
         self.phase = Phase::Bound;
         self.deadline = None;

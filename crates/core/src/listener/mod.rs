@@ -1,13 +1,14 @@
 //! The shared TCP accept loop: binding with a useful error, admission (connection limits per
-//! listener and per address), one `tracing` span per connection, the connection gauge,
+//! listener and per address), the label on a connection's log lines, the connection gauge,
 //! close-reason metrics and shutdown. A protocol supplies only a [`ConnectionHandler`].
 
 mod admission;
+mod labelled;
 mod linger;
-mod spanned;
 mod websocket;
 
 pub use admission::{Admission, Admitted, ConnectionLimits, OpenConnection};
+pub use labelled::{Label, Labelled, name_client, write_current_label};
 pub use linger::{LINGER, linger};
 pub use websocket::{WebSocketBytes, WebSocketEndpoint};
 
@@ -21,12 +22,11 @@ use futures_util::FutureExt;
 use futures_util::future::Either;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
 use crate::drive::{Transport, TransportKind};
 use crate::frontend::{FrontEndContext, Listen, Socket};
 use crate::router::Router;
-use spanned::Spanned;
 use tolk_metrics::{CloseReason, Protocol};
 use tolk_tls::Tls;
 
@@ -214,7 +214,7 @@ async fn accept_loop<H: ConnectionHandler>(
 }
 
 /// Runs one admitted connection in the broker's task tracker, once `stream` (a TLS
-/// handshake, or a transport ready at once) gives its transport: one span, the connection
+/// handshake, or a transport ready at once) gives its transport: its log label, the connection
 /// gauge, and the close reason counted and logged, whatever the protocol and transport.
 fn serve_connection<H: ConnectionHandler>(
     handler: &Arc<H>,
@@ -225,15 +225,8 @@ fn serve_connection<H: ConnectionHandler>(
     stream: impl Future<Output = Result<Transport, CloseReason>> + Send + 'static,
 ) {
     let protocol = handler.protocol();
-    // The transport is named only when it is not plain TCP: each field lengthens the text
-    // every connection's span keeps.
-    let span =
-        info_span!("conn", %protocol, %peer, transport = tracing::field::Empty, client_id = tracing::field::Empty);
-    if kind != TransportKind::Tcp {
-        span.record("transport", kind.as_str());
-    }
     let open = admitted.open();
-    span.in_scope(|| debug!("connection opened"));
+    debug!(%protocol, %peer, transport = %kind, "connection opened");
     let (shutdown, router, handler) = (ctx.shutdown.clone(), ctx.router.clone(), handler.clone());
     // Combinators, not an async block: the handshake (boxed, while it runs) and the
     // connection each take the task's memory in turn, not together.
@@ -248,7 +241,7 @@ fn serve_connection<H: ConnectionHandler>(
             _ => info!(%reason, "connection closed"),
         }
     });
-    ctx.tracker.spawn(Spanned::new(task, span));
+    ctx.tracker.spawn(Labelled::new(task, Label::new(protocol, peer, kind)));
 }
 
 /// The server side of a TLS handshake; why the connection ended when it failed.
