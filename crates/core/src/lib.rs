@@ -8,6 +8,7 @@
 
 pub mod access;
 mod ack_line;
+mod alarm;
 pub mod auth;
 pub mod budget;
 mod delivery;

@@ -1,6 +1,7 @@
-//! The outboxes of every open session, so that the broker's shutdown reaches each connection
-//! through the outbox its driver watches anyway ([`crate::Outbox::shut_down`]), instead of a
-//! wait of its own in the task of every connection (72 bytes each).
+//! The outboxes of every open session, so that the broker's shutdown and the alarms of the
+//! shared wheel ([`crate::alarm`]) reach each connection through the outbox its driver watches
+//! anyway ([`crate::Outbox::shut_down`]), instead of a wait of its own in the task of every
+//! connection (72 bytes each for the shutdown, 128 for a timer).
 //!
 //! One slot of 8 bytes per open session, reused once freed; the lock is taken when a session
 //! opens or ends, never per message.
@@ -69,6 +70,21 @@ impl LiveSessions {
         }
         for outbox in slots.outboxes.iter().flatten() {
             outbox.shut_down();
+        }
+    }
+
+    /// Raises the alarm of the sessions in `slots` ([`crate::alarm`]). A slot freed meanwhile
+    /// is skipped; one reused since wakes its new session for nothing, which then files its own
+    /// deadline again.
+    pub(crate) fn alarm(&self, slots: &[u32]) {
+        if slots.is_empty() {
+            return;
+        }
+        let live = self.lock();
+        for &slot in slots {
+            if let Some(Some(outbox)) = live.outboxes.get(slot as usize) {
+                outbox.alarm();
+            }
         }
     }
 

@@ -9,7 +9,7 @@
 //! would otherwise carry.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll};
 
@@ -107,9 +107,14 @@ struct Shared {
     state: Mutex<State>,
     /// Wakes the receiver: something was queued, the outbox overflowed, or it was signalled.
     notify: AtomicWaker,
-    /// Set by [`Outbox::signal`] ([`SIGNALLED`]) and [`Outbox::shut_down`] ([`SHUT_DOWN`]),
-    /// each taken by the receiver once (see [`OutboxReceiver::poll_wake`]).
+    /// Set by [`Outbox::signal`] ([`SIGNALLED`]), [`Outbox::shut_down`] ([`SHUT_DOWN`]) and
+    /// [`Outbox::alarm`] ([`ALARM`]), each taken by the receiver once (see
+    /// [`OutboxReceiver::poll_wake`]).
     signals: AtomicU8,
+    /// The second of the router's wheel of alarms ([`crate::alarm`]) that the receiving
+    /// connection filed its far deadline for, 0 for none. Here, in the padding after
+    /// `signals`, rather than in the task of every connection. Only the receiver uses it.
+    alarm_filed: AtomicU32,
     /// Wakes congested publishers: the receiver drained the outbox below capacity. Boxed, and
     /// made by the first publisher that waits: few outboxes ever congest one, and 32 bytes
     /// inline would put every outbox in the next allocation class.
@@ -191,6 +196,7 @@ pub fn outbox(
         }),
         notify: AtomicWaker::new(),
         signals: AtomicU8::new(0),
+        alarm_filed: AtomicU32::new(0),
         room: OnceLock::new(),
         limits,
         budget,
@@ -359,6 +365,12 @@ impl Outbox {
         self.raise(SHUT_DOWN);
     }
 
+    /// Wakes the receiving connection for the deadline it filed with the router's wheel of
+    /// alarms ([`crate::alarm`]), through the same flag byte and waker. Taken once.
+    pub(crate) fn alarm(&self) {
+        self.raise(ALARM);
+    }
+
     fn raise(&self, signal: u8) {
         self.0.signals.fetch_or(signal, Ordering::AcqRel);
         self.0.notify.wake();
@@ -369,6 +381,8 @@ impl Outbox {
 const SIGNALLED: u8 = 1;
 /// [`Outbox::shut_down`]'s bit in `Shared::signals`.
 const SHUT_DOWN: u8 = 2;
+/// [`Outbox::alarm`]'s bit in `Shared::signals`.
+const ALARM: u8 = 4;
 
 /// What [`OutboxReceiver::poll_wake`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -379,6 +393,8 @@ pub enum Wake {
     Signalled,
     /// [`Outbox::shut_down`] was called: the broker is shutting down.
     ShutDown,
+    /// The session's deadline filed with the router's wheel of alarms is near (or moved).
+    Alarm,
     /// The outbox overflowed: close the connection as a slow consumer.
     Overflowed,
 }
@@ -475,7 +491,8 @@ impl OutboxReceiver {
     }
 
     /// [`OutboxReceiver::poll_drain`], and the outbox's signals ([`Outbox::shut_down`] first,
-    /// then [`Outbox::signal`]), each taken (cleared) when it is reported.
+    /// then [`Outbox::signal`], then [`Outbox::alarm`]), each taken (cleared) when it is
+    /// reported.
     pub fn poll_wake(&self, cx: &mut Context<'_>, into: &mut Vec<Delivery>, max: usize) -> Poll<Wake> {
         if let Some(wake) = self.take_signal() {
             return Poll::Ready(wake);
@@ -488,6 +505,17 @@ impl OutboxReceiver {
         }
     }
 
+    /// The second this outbox's connection filed its far deadline for (see
+    /// [`crate::alarm::Alarms::file`]), 0 for none.
+    pub(crate) fn alarm_filed(&self) -> u32 {
+        self.shared.alarm_filed.load(Ordering::Relaxed)
+    }
+
+    /// Keeps the second returned by [`crate::alarm::Alarms::file`].
+    pub(crate) fn set_alarm_filed(&self, second: u32) {
+        self.shared.alarm_filed.store(second, Ordering::Relaxed);
+    }
+
     /// Forgets a signal not taken: one meant for a connection that ended before it looked
     /// (the session is handed to the next connection, which the signal was not meant for).
     /// A shutdown is kept: it is meant for whichever connection serves the session.
@@ -495,15 +523,21 @@ impl OutboxReceiver {
         self.shared.signals.fetch_and(!SIGNALLED, Ordering::AcqRel);
     }
 
-    /// Takes one of the outbox's signals, the shutdown first, if any was given. A load first:
+    /// Takes one of the outbox's signals, the shutdown first and the alarm last, if any was
+    /// given. A load first:
     /// the common answer, none, needs no write to the shared line.
     fn take_signal(&self) -> Option<Wake> {
         let signals = self.shared.signals.load(Ordering::Acquire);
         if signals == 0 {
             return None;
         }
-        let (bit, wake) =
-            if signals & SHUT_DOWN != 0 { (SHUT_DOWN, Wake::ShutDown) } else { (SIGNALLED, Wake::Signalled) };
+        let (bit, wake) = if signals & SHUT_DOWN != 0 {
+            (SHUT_DOWN, Wake::ShutDown)
+        } else if signals & SIGNALLED != 0 {
+            (SIGNALLED, Wake::Signalled)
+        } else {
+            (ALARM, Wake::Alarm)
+        };
         (self.shared.signals.fetch_and(!bit, Ordering::AcqRel) & bit != 0).then_some(wake)
     }
 

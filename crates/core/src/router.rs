@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tolk_metrics::{Denial, DropReason, MemoryKind, Metrics, Protocol};
 
 use crate::access::{self, Access, ReadCheck, Resource, Right, Rights, SubscribeError};
+use crate::alarm::Alarms;
 use crate::budget::{MemoryBudget, message_cost};
 use crate::delivery::Delivery;
 use crate::interest::{Interest, InterestWatch};
@@ -249,8 +250,10 @@ struct Inner {
     /// The `[[transcode]]` rules, once set.
     transcoder: OnceLock<Arc<Transcoder>>,
     /// Every open session's outbox, for the broker's shutdown (shared with the task that
-    /// waits for it).
+    /// waits for it) and the alarms.
     live: Arc<LiveSessions>,
+    /// The connections' far deadlines.
+    alarms: Arc<Alarms>,
 }
 
 /// Handle to the router; cheap to clone, shared by every front end.
@@ -272,6 +275,7 @@ impl Router {
             offline_max_bytes: config.offline_max_bytes,
             kind: MemoryKind::Outbox,
         });
+        let live = Arc::new(LiveSessions::default());
         Router(Arc::new(Inner {
             store: OnceLock::new(),
             subscriptions: RwLock::default(),
@@ -284,7 +288,8 @@ impl Router {
             session_limits,
             node_name: OnceLock::new(),
             transcoder: OnceLock::new(),
-            live: Arc::default(),
+            alarms: Arc::new(Alarms::new(live.clone())),
+            live,
         }))
     }
 
@@ -967,6 +972,19 @@ impl Session {
     /// Where deliveries arrive.
     pub fn receiver(&self) -> &OutboxReceiver {
         &self.receiver
+    }
+
+    /// Asks for [`Wake::Alarm`](crate::Wake::Alarm) through this session's outbox one to two
+    /// seconds before `at`, which is at least two seconds ahead, from the router's shared wheel
+    /// ([`crate::alarm`]); an alarm filed before, still pending and no later, is kept. Whether
+    /// it is filed: not outside a tokio runtime, where nothing raises one.
+    pub(crate) fn file_alarm(&self, at: Instant) -> bool {
+        let filed = self.receiver.alarm_filed();
+        let Some(second) = self.router.0.alarms.file(self.live_slot, at, filed) else { return false };
+        if second != filed {
+            self.receiver.set_alarm_filed(second);
+        }
+        true
     }
 
     /// Puts the client's rights in force (at login, and again when a persistent session is

@@ -106,6 +106,34 @@ async fn silent_client_is_dropped_after_one_and_a_half_keep_alives_and_its_will_
     broker.stop().await;
 }
 
+/// A keep-alive of 2 s puts the deadline 3 s ahead: far enough to be met through the router's
+/// shared wheel of alarms, which must neither miss it nor meet it late once a ping moved it.
+#[tokio::test]
+async fn a_far_keep_alive_deadline_moved_by_a_ping_is_met_on_time() {
+    let broker = start(config()).await;
+    let mut raw = Raw::connect(broker.port).await;
+    let connect = v3::Connect {
+        protocol: rmqtt_codec::types::Protocol(4),
+        clean_session: true,
+        keep_alive: 2,
+        client_id: "pinger".into(),
+        ..Default::default()
+    };
+    raw.send3(v3::Packet::Connect(Box::new(connect))).await;
+    assert!(matches!(raw.recv3().await, Some(v3::Packet::ConnectAck(_))));
+    // The client's own pace, not a synchronisation: it pings once, a second in.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    raw.send3(v3::Packet::PingRequest).await;
+    assert_eq!(raw.recv3().await, Some(v3::Packet::PingResponse));
+    let pinged = std::time::Instant::now();
+    raw.expect_closed().await;
+    let waited = pinged.elapsed();
+    assert!(waited >= Duration::from_millis(2900) && waited < Duration::from_millis(3800), "closed after {waited:?}");
+    let m = broker.metrics().protocol(tolk_core::Protocol::Mqtt);
+    eventually("a keep-alive close", || m.closed_count(tolk_core::CloseReason::KeepAliveTimeout) == 1).await;
+    broker.stop().await;
+}
+
 #[tokio::test]
 async fn persistent_session_keeps_subscriptions_and_queues_while_offline() {
     let broker = start(config()).await;

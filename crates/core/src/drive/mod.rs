@@ -11,9 +11,11 @@
 //! while more than [`DriveLimits::high_water`] bytes wait to be written.
 
 mod egress;
+mod timer;
 mod transport;
 
 pub use egress::Egress;
+use timer::Timer;
 pub use transport::{ByteStream, Reader, Transport, TransportKind, Writer};
 
 use std::future::Future;
@@ -357,7 +359,7 @@ struct Round {
     reading: bool,
     /// Output waits to be written.
     writing: bool,
-    /// The timer is set.
+    /// A near deadline is set on the timer (a far one comes as the outbox's alarm).
     timed: bool,
     /// Wait for the subscribers this session congested.
     congested: bool,
@@ -377,7 +379,7 @@ fn plan<S: ProtocolSession>(
     limits: &DriveLimits,
     watching: bool,
     write_progress: &mut Instant,
-    timer: Pin<&mut tokio::time::Sleep>,
+    timer: &mut Timer,
 ) -> Next {
     if let Some(reason) = session.finished() {
         return Next::Done(Step::Closed(reason));
@@ -416,9 +418,7 @@ fn plan<S: ProtocolSession>(
     if backlog == 0 && handle_due(session, deadline, reading) {
         return Next::Yield;
     }
-    if let Some(at) = deadline {
-        timer.reset(at.into());
-    }
+    let timed = deadline.is_some_and(|at| timer.set(at, session.core()));
     let window = if backlog < limits.high_water as usize {
         // At most the batch, which is 32-bit.
         session.delivery_window().min(limits.delivery_batch as usize) as u32
@@ -429,7 +429,7 @@ fn plan<S: ProtocolSession>(
         window,
         reading,
         writing: backlog > 0,
-        timed: deadline.is_some(),
+        timed,
         congested: session.core().is_congesting(),
         watching,
         durable: session.core().has_pending_durable(),
@@ -456,9 +456,9 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
         // Allocated by the first delivery, not before, and one pointer until then: a connection
         // that never receives one (an idle sensor, a publisher) holds no room for a batch.
         let mut batch = LazyVec::default();
-        // One timer for the connection's life, moved to each new deadline: a deadline that only
-        // moves later (heartbeats) costs an atomic store, not a timer-wheel insertion per event.
-        let mut timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
+        // Moved to each new deadline: one that only moves later (heartbeats, keep-alives) costs
+        // neither a timer-wheel insertion nor a lock per event.
+        let mut timer = Timer::default();
         let mut write_progress = Instant::now();
         let mut turn = 0u8;
         loop {
@@ -470,7 +470,7 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                 &driver.limits,
                 watching,
                 &mut write_progress,
-                timer.as_mut(),
+                &mut timer,
             ) {
                 Next::Done(step) => return step,
                 Next::Again => continue,
@@ -481,7 +481,7 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                 Next::Wait(round) => round,
             };
             turn = (turn + 1) % SOURCES;
-            match wait(driver, &mut batch, timer.as_mut(), round, turn).await {
+            match wait(driver, &mut batch, &mut timer, round, turn).await {
                 Event::Read(Ok(0)) => driver.session.handle_eof(!driver.input.is_empty()),
                 Event::Read(Ok(_)) => driver.session.handle_bytes(&mut driver.input, Instant::now()),
                 Event::Read(Err(e)) | Event::Written(Err(e)) => driver.session.handle_io_error(&e),
@@ -495,6 +495,8 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                 }
                 Event::Woken(Wake::Overflowed) => driver.session.handle_overflow(Instant::now()),
                 Event::Woken(Wake::Signalled) | Event::Changed(Ok(())) => driver.session.handle_signal(Instant::now()),
+                // A far deadline is near (or moved): the next round's plan sets the timer again.
+                Event::Woken(Wake::Alarm) => {}
                 Event::Woken(Wake::ShutDown) => {
                     if !std::mem::replace(&mut shutting_down, true) {
                         driver.session.begin_shutdown(Instant::now());
@@ -548,7 +550,7 @@ struct Waits<'a, C, R> {
     output: &'a [u8],
     core: &'a Session,
     batch: &'a mut LazyVec<Delivery>,
-    timer: Pin<&'a mut tokio::time::Sleep>,
+    timer: &'a mut Timer,
     /// The watched signal's change, when this round watches it.
     changed: Option<Pin<Box<C>>>,
     /// The congested subscribers' room, when this round waits for it.
@@ -566,7 +568,7 @@ struct Waits<'a, C, R> {
 fn wait<'a, S: ProtocolSession>(
     driver: &'a mut Driver<S>,
     batch: &'a mut LazyVec<Delivery>,
-    timer: Pin<&'a mut tokio::time::Sleep>,
+    timer: &'a mut Timer,
     round: Round,
     first: u8,
 ) -> impl Future<Output = Event> + Send + 'a {
@@ -627,9 +629,7 @@ where
                 .relieved
                 .as_mut()
                 .map_or(Poll::Pending, |relieved| relieved.as_mut().poll(cx).map(|()| Event::Relieved)),
-            6 if self.round.timed => {
-                self.timer.as_mut().poll(cx).map(|()| Event::Timer { reading: self.round.reading })
-            }
+            6 if self.round.timed => self.timer.poll(cx).map(|()| Event::Timer { reading: self.round.reading }),
             _ => Poll::Pending,
         }
     }
