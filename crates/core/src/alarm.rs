@@ -8,6 +8,10 @@
 //! precise timer for what is left, or files the deadline again if it moved later meanwhile.
 //! So a deadline is never met late on account of the wheel, and a connection whose deadline
 //! keeps moving (every active one) files it once per period, not once per packet.
+//!
+//! The wheel's memory is bounded by the connections: a connection files again while its last
+//! alarm is pending only for an earlier second, so it has at most one pending alarm per second
+//! of the wheel's [`SPAN`], and usually one.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
