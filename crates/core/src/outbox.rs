@@ -491,8 +491,8 @@ impl OutboxReceiver {
     }
 
     /// [`OutboxReceiver::poll_drain`], and the outbox's signals ([`Outbox::shut_down`] first,
-    /// then [`Outbox::signal`], then the alarm of the router's wheel), each taken (cleared) when it is
-    /// reported.
+    /// then [`Outbox::signal`], then the alarm of the router's wheel), each taken (cleared)
+    /// when it is reported.
     pub fn poll_wake(&self, cx: &mut Context<'_>, into: &mut Vec<Delivery>, max: usize) -> Poll<Wake> {
         if let Some(wake) = self.take_signal() {
             return Poll::Ready(wake);
