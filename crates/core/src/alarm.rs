@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
+
 use crate::live::LiveSessions;
 
 /// Deadlines nearer than this get a precise timer of their connection's own.
@@ -42,8 +44,10 @@ struct Wheel {
     buckets: Vec<Vec<u32>>,
     /// Alarms filed and not raised yet.
     filed: usize,
-    /// Whether a task raises the buckets. It ends when none is left.
-    ticking: bool,
+    /// The task that raises the buckets, while any alarm is filed: it ends when none is left,
+    /// or with its runtime (a router may outlive one in tests), after which a filing starts
+    /// another.
+    ticker: Option<JoinHandle<()>>,
 }
 
 impl Alarms {
@@ -75,10 +79,9 @@ impl Alarms {
             return Some(filed);
         }
         let mut wheel = self.lock();
-        if !wheel.ticking {
+        if wheel.ticker.as_ref().is_none_or(JoinHandle::is_finished) {
             let runtime = tokio::runtime::Handle::try_current().ok()?;
-            wheel.ticking = true;
-            runtime.spawn(tick(Arc::downgrade(self)));
+            wheel.ticker = Some(runtime.spawn(tick(Arc::downgrade(self))));
         }
         // Raised meanwhile past `second`: at least it is raised at the next tick.
         let second = second.max(self.raised.load(Ordering::Acquire) + 1);
@@ -105,9 +108,9 @@ impl Alarms {
             }
             self.raised.store(now.max(raised), Ordering::Release);
             if wheel.filed == 0 {
-                wheel.ticking = false;
+                wheel.ticker = None;
             }
-            wheel.ticking
+            wheel.ticker.is_some()
         };
         self.live.alarm(&due);
         left
@@ -147,6 +150,12 @@ mod tests {
         (live.insert(sender), receiver)
     }
 
+    /// The next wake of `receiver`, which must come within five seconds.
+    async fn raised(receiver: &OutboxReceiver) -> Wake {
+        let wake = std::future::poll_fn(|cx| receiver.poll_wake(cx, &mut Vec::new(), 10));
+        tokio::time::timeout(Duration::from_secs(5), wake).await.expect("no alarm within 5 s")
+    }
+
     fn wake(receiver: &OutboxReceiver) -> Poll<Wake> {
         receiver.poll_wake(&mut Context::from_waker(std::task::Waker::noop()), &mut Vec::new(), 10)
     }
@@ -160,7 +169,7 @@ mod tests {
         let second = alarms.file(slot, at, 0).unwrap();
         assert_eq!(alarms.file(slot, at + Duration::from_secs(5), second), Some(second), "a later deadline keeps it");
         assert_eq!(wake(&receiver), Poll::Pending);
-        std::future::poll_fn(|cx| receiver.poll_wake(cx, &mut Vec::new(), 10)).await;
+        assert_eq!(raised(&receiver).await, Wake::Alarm);
         let left = at.saturating_duration_since(Instant::now());
         assert!(left > Duration::from_millis(900) && left < FAR, "{left:?} before the deadline");
         assert_eq!(wake(&receiver), Poll::Pending, "raised once");
@@ -175,9 +184,25 @@ mod tests {
         let far = alarms.file(slot, Instant::now() + Duration::from_secs(30), 0).unwrap();
         let near = alarms.file(slot, Instant::now() + Duration::from_millis(2100), far).unwrap();
         assert!(near < far);
-        std::future::poll_fn(|cx| receiver.poll_wake(cx, &mut Vec::new(), 10)).await;
+        assert_eq!(raised(&receiver).await, Wake::Alarm);
         let wheel = alarms.lock();
-        assert_eq!((wheel.filed, wheel.ticking), (1, true), "the far one is still filed");
+        assert_eq!((wheel.filed, wheel.ticker.is_some()), (1, true), "the far one is still filed");
+    }
+
+    #[test]
+    fn a_wheel_that_outlives_its_runtime_ticks_in_the_next() {
+        let live = Arc::new(LiveSessions::default());
+        let alarms = Arc::new(Alarms::new(live.clone()));
+        let (slot, receiver) = open(&live);
+        let first = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        first.block_on(async { alarms.file(slot, Instant::now() + Duration::from_secs(30), 0) }).unwrap();
+        drop(first);
+        let next = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let wake = next.block_on(async {
+            alarms.file(slot, Instant::now() + Duration::from_millis(2100), 0).unwrap();
+            raised(&receiver).await
+        });
+        assert_eq!(wake, Wake::Alarm);
     }
 
     #[test]
