@@ -42,12 +42,17 @@ pub(crate) struct Alarms {
 struct Wheel {
     /// Slots to alarm, by second modulo [`SPAN`]. Allocated with the first alarm.
     buckets: Vec<Vec<u32>>,
-    /// Alarms filed and not raised yet.
-    filed: usize,
     /// The task that raises the buckets, while any alarm is filed: it ends when none is left,
     /// or with its runtime (a router may outlive one in tests), after which a filing starts
     /// another.
     ticker: Option<JoinHandle<()>>,
+}
+
+impl Wheel {
+    /// Alarms filed and not raised yet.
+    fn pending(&self) -> usize {
+        self.buckets.iter().map(Vec::len).sum()
+    }
 }
 
 impl Alarms {
@@ -89,7 +94,6 @@ impl Alarms {
             wheel.buckets.resize_with(SPAN as usize, Vec::new);
         }
         wheel.buckets[(second % SPAN) as usize].push(slot);
-        wheel.filed += 1;
         Some(second)
     }
 
@@ -104,10 +108,9 @@ impl Alarms {
                 for second in raised + 1..=now.min(raised + SPAN) {
                     due.append(&mut wheel.buckets[(second % SPAN) as usize]);
                 }
-                wheel.filed -= due.len();
             }
             self.raised.store(now.max(raised), Ordering::Release);
-            if wheel.filed == 0 {
+            if wheel.pending() == 0 {
                 wheel.ticker = None;
             }
             wheel.ticker.is_some()
@@ -173,7 +176,7 @@ mod tests {
         let left = at.saturating_duration_since(Instant::now());
         assert!(left > Duration::from_millis(900) && left < FAR, "{left:?} before the deadline");
         assert_eq!(wake(&receiver), Poll::Pending, "raised once");
-        assert_eq!(alarms.lock().filed, 0);
+        assert_eq!(alarms.lock().pending(), 0);
     }
 
     #[tokio::test]
@@ -186,7 +189,26 @@ mod tests {
         assert!(near < far);
         assert_eq!(raised(&receiver).await, Wake::Alarm);
         let wheel = alarms.lock();
-        assert_eq!((wheel.filed, wheel.ticker.is_some()), (1, true), "the far one is still filed");
+        assert_eq!((wheel.pending(), wheel.ticker.is_some()), (1, true), "the far one is still filed");
+    }
+
+    #[tokio::test]
+    async fn a_connection_whose_deadline_keeps_moving_has_at_most_one_alarm_per_second_of_the_wheel() {
+        let live = Arc::new(LiveSessions::default());
+        let alarms = Arc::new(Alarms::new(live.clone()));
+        let (slot, _receiver) = open(&live);
+        let now = Instant::now();
+        let mut filed = 0;
+        // Later and later: the first alarm stays.
+        for ahead in 3..1_000 {
+            filed = alarms.file(slot, now + Duration::from_secs(ahead), filed).unwrap();
+        }
+        assert_eq!(alarms.lock().pending(), 1);
+        // Earlier and earlier, a thousand times: one alarm per second of the wheel at most.
+        for ahead in (3..1_000).rev() {
+            filed = alarms.file(slot, now + Duration::from_secs(ahead), filed).unwrap();
+        }
+        assert!(alarms.lock().pending() <= SPAN as usize, "{} alarms", alarms.lock().pending());
     }
 
     #[test]
