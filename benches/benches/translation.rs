@@ -131,8 +131,8 @@ impl FrontEnd for Mqtt {
 
     fn inbound(&mut self, mut wire: BytesMut) -> Message {
         let publish = Self::decode_publish(&mut self.codec, &mut wire);
-        // No topic alias: the session takes the topic as is.
-        let topic = String::from(&*publish.topic);
+        // No topic alias: the session takes the topic as is, shared with the frame.
+        let topic = publish.topic.clone();
         tolk_mqtt::translate::inbound(&publish, topic, origin(Protocol::Mqtt), self.now)
     }
 

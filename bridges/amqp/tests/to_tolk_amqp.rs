@@ -26,7 +26,7 @@ async fn messages_cross_both_ways_through_amq_topic_once() {
 
     near.publish(&pn, "room.1/temp", "21.5");
     let d = next(&at_far).await;
-    assert_eq!((d.message.topic.as_str(), &d.message.payload[..]), ("room.1/temp", &b"21.5"[..]));
+    assert_eq!((&*d.message.topic, &d.message.payload[..]), ("room.1/temp", &b"21.5"[..]));
     assert_eq!(d.message.origin.protocol, Protocol::Amqp, "it arrived over AMQP");
     assert!(path::has_passed(&d.message, "near"), "with the path as a header");
 

@@ -28,7 +28,7 @@ async fn messages_cross_both_ways_once_with_their_path_and_prefixes() {
     a.publish(&publisher_a, "sensors/t1", "21.5");
     let d = next(&at_b).await;
     assert_eq!(
-        (d.message.topic.as_str(), &d.message.payload[..], d.message.qos),
+        (&*d.message.topic, &d.message.payload[..], d.message.qos),
         ("sensors/t1", &b"21.5"[..], QoS::AtLeastOnce)
     );
     assert_eq!(path::nodes(&d.message).collect::<Vec<_>>(), ["a"], "the path names the node it left");
@@ -38,7 +38,7 @@ async fn messages_cross_both_ways_once_with_their_path_and_prefixes() {
     if got.message.topic == "sensors/t1" {
         got = next(&at_a).await; // a's own publish, seen by a's subscriber first
     }
-    assert_eq!((got.message.topic.as_str(), &got.message.payload[..]), ("site1/cmd/valve", &b"open"[..]));
+    assert_eq!((&*got.message.topic, &got.message.payload[..]), ("site1/cmd/valve", &b"open"[..]));
     assert_eq!(got.message.origin.protocol, Protocol::Bridge);
     assert_eq!(path::nodes(&got.message).collect::<Vec<_>>(), ["to-b"], "the remote's name, by default the bridge's");
 
@@ -71,7 +71,7 @@ async fn two_brokers_bridged_both_ways_on_everything_deliver_one_copy() {
     for (side, session) in [("a", &at_a), ("b", &at_b)] {
         let mut topics = Vec::new();
         while topics.iter().filter(|t: &&String| t.starts_with("data/end")).count() < 2 {
-            topics.push(next(session).await.message.topic.clone());
+            topics.push(next(session).await.message.topic.to_string());
         }
         let data: Vec<&String> = topics.iter().filter(|t| !t.starts_with("data/end")).collect();
         let mut unique = data.clone();

@@ -428,7 +428,7 @@ fn finish_publish(
         };
     match publish.target {
         PublishTarget::Bridge(topic) => {
-            message.topic = topic;
+            message.topic = topic.into();
             let outcome = ctx.core.publish_into(Arc::new(message), &mut durable);
             if outcome.not_authorized {
                 return Err(not_authorized(&format!("topic '{key}' on exchange '{exchange}'")));
@@ -437,7 +437,7 @@ fn finish_publish(
             refused = outcome.refused;
         }
         PublishTarget::Default => {
-            message.topic = translate::internal_topic("", key);
+            message.topic = translate::internal_topic("", key).into();
             if let Some(queue) = ctx.shared.router.queue(key) {
                 push(&queue, &Arc::new(message));
             }
@@ -445,7 +445,7 @@ fn finish_publish(
         PublishTarget::Exchange => {
             let route = ctx.shared.registry.route(exchange, key, header.properties.headers().as_ref());
             let topic = route.topic_space.then(|| topic_key::routing_key_to_topic(key));
-            message.topic = translate::internal_topic(exchange, key);
+            message.topic = translate::internal_topic(exchange, key).into();
             let message = Arc::new(message);
             for queue in &route.queues {
                 push(queue, &message);
@@ -453,7 +453,7 @@ fn finish_publish(
             match topic {
                 Some(Ok(topic)) if !topic.starts_with(INTERNAL_TOPIC_PREFIX) => {
                     let mut bridged = (*message).clone();
-                    bridged.topic = topic;
+                    bridged.topic = topic.into();
                     let outcome = ctx.core.publish_into(Arc::new(bridged), &mut durable);
                     if outcome.not_authorized {
                         return Err(not_authorized(&format!("topic '{key}' through exchange '{exchange}'")));

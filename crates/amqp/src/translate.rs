@@ -66,8 +66,7 @@ pub fn message_from_publish(
     origin: Origin,
     received_at: Instant,
 ) -> Result<Message, AmqpError> {
-    let mut message = Message::new(topic, body, origin);
-    message.received_at = received_at;
+    let mut message = Message::received(topic, body, origin, received_at);
     message.qos = if *properties.delivery_mode() == Some(2) { QoS::AtLeastOnce } else { QoS::AtMostOnce };
     let props = &mut message.props;
     props.content_type = properties.content_type().as_ref().map(|s| s.as_str().to_owned());
@@ -329,7 +328,7 @@ mod tests {
     fn delivery_address_restores_exchange_and_key() {
         let mut m = Message::new(internal_topic("amq.direct", "a.b/c"), "x", origin_of(Protocol::Amqp));
         assert_eq!(delivery_address(&m), ("amq.direct".to_string(), "a.b/c".to_string()));
-        m.topic = internal_topic("", "q1");
+        m.topic = internal_topic("", "q1").into();
         assert_eq!(delivery_address(&m), (String::new(), "q1".to_string()));
         let m = Message::new("sensors/room.1/temp", "x", origin_of(Protocol::Mqtt));
         assert_eq!(delivery_address(&m), ("amq.topic".to_string(), "sensors.room/1.temp".to_string()));

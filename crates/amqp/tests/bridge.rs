@@ -97,7 +97,7 @@ async fn amqp_publisher_reaches_mqtt_subscribers_through_amq_topic() {
     let mut got = Vec::new();
     within(mqtt.receiver().drain(&mut got, 10)).await.unwrap();
     let m = &got[0].message;
-    assert_eq!((m.topic.as_str(), &m.payload[..], m.qos), ("sensors/room.1/temp", &b"20"[..], QoS::AtLeastOnce));
+    assert_eq!((&*m.topic, &m.payload[..], m.qos), ("sensors/room.1/temp", &b"20"[..], QoS::AtLeastOnce));
     assert_eq!(m.origin.protocol, Protocol::Amqp);
     assert_eq!(m.props.correlation_data.as_deref(), Some(&b"c1"[..]));
 

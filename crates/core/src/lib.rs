@@ -35,6 +35,7 @@ mod wait;
 
 pub use ack_line::AckLine;
 pub use budget::MemoryBudget;
+pub use bytestring::ByteString;
 pub use delivery::{Delivery, QueueAck};
 pub use lazy_deque::LazyDeque;
 pub use message::{Destination, Message, Origin, Properties, QoS, SessionId};

@@ -4,6 +4,7 @@
 //! every subscriber: fan-out never copies the payload. Payloads are bytes, never strings, so
 //! binary data survives every protocol pair that can carry it.
 
+use bytestring::ByteString;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -86,8 +87,10 @@ pub struct Origin {
 /// A message in flight through the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
-    /// Canonical topic: MQTT-style, levels separated by `/`, never a wildcard.
-    pub topic: String,
+    /// Canonical topic: MQTT-style, levels separated by `/`, never a wildcard. Shared and
+    /// immutable: an MQTT publisher's topic stays in the bytes of its frame, and every delivery
+    /// encodes it from there.
+    pub topic: ByteString,
     /// The bytes, exactly as published.
     pub payload: Bytes,
     /// Cross-protocol metadata.
@@ -106,7 +109,19 @@ pub struct Message {
 
 impl Message {
     /// A message with no properties, stamped now. Front ends fill in the rest field by field.
-    pub fn new(topic: impl Into<String>, payload: impl Into<Bytes>, origin: Origin) -> Message {
+    pub fn new(topic: impl Into<ByteString>, payload: impl Into<Bytes>, origin: Origin) -> Message {
+        Message::received(topic, payload, origin, Instant::now())
+    }
+
+    /// A message with no properties whose frame was complete at `received_at`: a front end
+    /// that read the clock for the bytes it handles stamps its messages with that reading
+    /// rather than take one more per message.
+    pub fn received(
+        topic: impl Into<ByteString>,
+        payload: impl Into<Bytes>,
+        origin: Origin,
+        received_at: Instant,
+    ) -> Message {
         Message {
             topic: topic.into(),
             payload: payload.into(),
@@ -114,7 +129,7 @@ impl Message {
             qos: QoS::AtMostOnce,
             retain: false,
             origin,
-            received_at: Instant::now(),
+            received_at,
             variants: Variants::default(),
         }
     }

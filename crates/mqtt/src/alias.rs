@@ -11,6 +11,7 @@ use std::num::NonZeroU16;
 
 use rmqtt_codec::v5::DisconnectReasonCode;
 use thiserror::Error;
+use tolk_core::ByteString;
 
 /// A client used topic aliases wrongly; each closes the connection with its reason code.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -52,7 +53,7 @@ pub struct TopicAliases {
     outbound_max: u16,
     /// Aliases the client defined towards us.
     #[expect(clippy::box_collection, reason = "an unused table costs 8 bytes boxed, 48 inline")]
-    inbound: Option<Box<HashMap<u16, String>>>,
+    inbound: Option<Box<HashMap<u16, ByteString>>>,
     /// Aliases we defined towards the client.
     #[expect(clippy::box_collection, reason = "an unused table costs 8 bytes boxed, 48 inline")]
     outbound: Option<Box<HashMap<String, NonZeroU16>>>,
@@ -78,9 +79,9 @@ impl TopicAliases {
 
     /// The topic a PUBLISH is for: its own topic (recording the alias if it carries one), or
     /// the topic an earlier PUBLISH bound to its alias.
-    pub fn resolve(&mut self, topic: &str, alias: Option<NonZeroU16>) -> Result<String, AliasError> {
+    pub fn resolve(&mut self, topic: &ByteString, alias: Option<NonZeroU16>) -> Result<ByteString, AliasError> {
         let Some(alias) = alias.map(NonZeroU16::get) else {
-            return if topic.is_empty() { Err(AliasError::EmptyTopic) } else { Ok(topic.to_owned()) };
+            return if topic.is_empty() { Err(AliasError::EmptyTopic) } else { Ok(topic.clone()) };
         };
         if alias > self.inbound_max {
             return Err(AliasError::OutOfRange { alias, max: self.inbound_max });
@@ -88,8 +89,10 @@ impl TopicAliases {
         if topic.is_empty() {
             return self.inbound.as_ref().and_then(|t| t.get(&alias)).cloned().ok_or(AliasError::Unknown(alias));
         }
-        self.inbound.get_or_insert_default().insert(alias, topic.to_owned());
-        Ok(topic.to_owned())
+        // A copy of its own: the topic as received shares the whole read buffer it came in,
+        // which a table of aliases must not keep.
+        self.inbound.get_or_insert_default().insert(alias, ByteString::from(&**topic));
+        Ok(topic.clone())
     }
 
     /// Decides how to send `topic`, defining a new alias while there is room.
@@ -129,15 +132,27 @@ mod tests {
     }
 
     #[test]
+    fn an_alias_keeps_a_copy_of_its_topic_not_the_read_buffer() {
+        let frame = bytes::Bytes::from(vec![b'a'; 4096]);
+        let topic = ByteString::try_from(frame.slice(0..3)).unwrap();
+        let mut t = TopicAliases::new(1, 0);
+        let now = t.resolve(&topic, a(1)).unwrap();
+        assert!(frame.as_ptr_range().contains(&now.as_bytes().as_ptr()), "the message shares its frame");
+        let kept = t.resolve(&"".into(), a(1)).unwrap();
+        assert_eq!(kept, "aaa");
+        assert!(!frame.as_ptr_range().contains(&kept.as_bytes().as_ptr()), "the alias table does not");
+    }
+
+    #[test]
     fn inbound_defines_then_uses_and_rejects_mistakes() {
         let mut t = TopicAliases::new(2, 0);
-        assert_eq!(t.resolve("x/y", a(1)).unwrap(), "x/y");
-        assert_eq!(t.resolve("", a(1)).unwrap(), "x/y");
-        assert_eq!(t.resolve("z", a(1)).unwrap(), "z", "redefinition is allowed");
-        assert_eq!(t.resolve("", a(1)).unwrap(), "z");
-        assert_eq!(t.resolve("", a(2)), Err(AliasError::Unknown(2)));
-        assert_eq!(t.resolve("q", a(3)), Err(AliasError::OutOfRange { alias: 3, max: 2 }));
-        assert_eq!(t.resolve("", None), Err(AliasError::EmptyTopic));
+        assert_eq!(t.resolve(&"x/y".into(), a(1)).unwrap(), "x/y");
+        assert_eq!(t.resolve(&"".into(), a(1)).unwrap(), "x/y");
+        assert_eq!(t.resolve(&"z".into(), a(1)).unwrap(), "z", "redefinition is allowed");
+        assert_eq!(t.resolve(&"".into(), a(1)).unwrap(), "z");
+        assert_eq!(t.resolve(&"".into(), a(2)), Err(AliasError::Unknown(2)));
+        assert_eq!(t.resolve(&"q".into(), a(3)), Err(AliasError::OutOfRange { alias: 3, max: 2 }));
+        assert_eq!(t.resolve(&"".into(), None), Err(AliasError::EmptyTopic));
         assert_eq!(AliasError::OutOfRange { alias: 3, max: 2 }.reason_code(), DisconnectReasonCode::TopicAliasInvalid);
     }
 

@@ -157,7 +157,7 @@ impl ProtocolSession for MqttConnection {
         }
         self.last_heard = now;
         let MqttConnection { session, held, .. } = self;
-        match hold::handle_input(&mut Input { session, rbuf: input }, held) {
+        match hold::handle_input(&mut Input { session, rbuf: input, now }, held) {
             Ok(()) => {}
             Err(Stop::Disconnected { will }) => self.end(CloseReason::ClientClosed, will, None),
             Err(Stop::Closed(close)) => self.closed(close),
@@ -205,12 +205,13 @@ impl ProtocolSession for MqttConnection {
         self.end(CloseReason::SessionTakenOver, true, Some(Dis::SessionTakenOver));
     }
 
-    /// The keep-alive deadline, or now when a round of retained messages is due.
+    /// The keep-alive deadline, or, when a round of retained messages is due, a time already
+    /// past (when the client was last heard from) that the driver handles without a timer.
     fn poll_timeout(&self) -> Option<Instant> {
         if self.end.is_some() {
             None
         } else if self.retained_round_due() {
-            Some(Instant::now())
+            Some(self.last_heard)
         } else {
             self.keep_alive_deadline()
         }
@@ -264,6 +265,8 @@ enum Stop {
 struct Input<'a> {
     session: &'a mut MqttSession,
     rbuf: &'a mut BytesMut,
+    /// When the bytes were read: the time of every packet among them.
+    now: Instant,
 }
 
 impl HeldInput for Input<'_> {
@@ -279,7 +282,7 @@ impl HeldInput for Input<'_> {
     }
 
     fn handle(&mut self, packet: Packet) -> Result<(), Stop> {
-        match self.session.handle(packet, Instant::now()) {
+        match self.session.handle(packet, self.now) {
             Ok(Flow::Continue) => Ok(()),
             Ok(Flow::Disconnect { will }) => Err(Stop::Disconnected { will }),
             Err(close) => Err(Stop::Closed(close)),

@@ -354,7 +354,7 @@ impl MqttSession {
                 .aliases
                 .resolve(&publish.topic, alias)
                 .map_err(|e| Close::protocol(e.reason_code(), e.to_string()))?,
-            Version::V3 => String::from(&*publish.topic),
+            Version::V3 => publish.topic.clone(),
         };
         if let Err(e) = topic::validate_name(&topic) {
             // MQTT-3.3.2-2: wildcards are not allowed in a PUBLISH topic.

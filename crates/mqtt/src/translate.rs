@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use rmqtt_codec::types::{Publish, QoS as WireQoS};
 use rmqtt_codec::v5::{LastWill, PublishProperties};
-use tolk_core::{Delivery, Destination, Message, Origin, Properties, QoS};
+use tolk_core::{ByteString, Delivery, Destination, Message, Origin, Properties, QoS};
 
 use mqtt_codec::Version;
 
@@ -43,11 +43,10 @@ pub fn qos_out(qos: QoS) -> WireQoS {
 
 /// Builds the core message for an accepted PUBLISH. `topic` is the resolved topic (after a
 /// topic alias), already validated.
-pub fn inbound(publish: &Publish, topic: String, origin: Origin, received_at: Instant) -> Message {
-    let mut message = Message::new(topic, publish.payload.clone(), origin);
+pub fn inbound(publish: &Publish, topic: ByteString, origin: Origin, received_at: Instant) -> Message {
+    let mut message = Message::received(topic, publish.payload.clone(), origin, received_at);
     message.qos = qos_in(publish.qos);
     message.retain = publish.retain;
-    message.received_at = received_at;
     if let Some(p) = &publish.properties {
         message.props = properties(PropsIn {
             utf8: p.is_utf8_payload,
@@ -64,7 +63,7 @@ pub fn inbound(publish: &Publish, topic: String, origin: Origin, received_at: In
 
 /// Builds the message a will becomes (MQTT 5 §3.1.3.2: will properties are those of a PUBLISH).
 pub fn will_message(will: &LastWill, origin: Origin, now: Instant) -> Message {
-    let mut message = Message::new(String::from(&*will.topic), will.message.clone(), origin);
+    let mut message = Message::received(String::from(&*will.topic), will.message.clone(), origin, now);
     message.qos = qos_in(will.qos);
     message.retain = will.retain;
     message.props = properties(PropsIn {
@@ -124,7 +123,7 @@ pub fn outbound(
         dup,
         retain: delivery.retain,
         qos: qos_out(delivery.qos),
-        topic: message.topic.as_str().into(),
+        topic: message.topic.clone(),
         packet_id,
         payload: message.payload.clone(),
         properties,

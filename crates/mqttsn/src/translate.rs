@@ -176,10 +176,9 @@ pub fn core_message(
     received_at: Instant,
 ) -> Message {
     let origin = Origin { protocol: Protocol::MqttSn, session, client_id: client_id.clone() };
-    let mut message = Message::new(topic, payload, origin);
+    let mut message = Message::received(topic, payload, origin, received_at);
     message.qos = core_qos(qos);
     message.retain = retain;
-    message.received_at = received_at;
     message
 }
 

@@ -27,10 +27,7 @@ async fn registered_ids_survive_a_restart() {
     let puback = client.publish(PublishTopic::Normal(second), QoS::One, b"3 bar").await.unwrap();
     assert_eq!(puback.return_code, ReturnCode::Accepted);
     let delivery = peer.next().await;
-    assert_eq!(
-        (delivery.message.topic.as_str(), &delivery.message.payload[..]),
-        ("plant/boiler/pressure", &b"3 bar"[..])
-    );
+    assert_eq!((&*delivery.message.topic, &delivery.message.payload[..]), ("plant/boiler/pressure", &b"3 bar"[..]));
     // Ids are global: another client may use them too, and new names get new ids.
     let mut other = gw.client().await;
     assert_eq!(other.connect("other", 60, true).await, ReturnCode::Accepted);

@@ -113,8 +113,7 @@ pub fn message_from_send(
         SendTarget::Topic(t) => (t, QoS::AtMostOnce),
         SendTarget::Queue(q) => (q, QoS::AtLeastOnce),
     };
-    let mut message = Message::new(topic, frame.body.clone(), origin);
-    message.received_at = now;
+    let mut message = Message::received(topic, frame.body.clone(), origin, now);
     message.qos = persistent_qos(frame.header("persistent"), default_qos)?;
     let props = &mut message.props;
     props.content_type = frame.header("content-type").map(str::to_owned);

@@ -48,8 +48,7 @@ pub fn message_from_notification(
         ));
     }
     let payload = notification.message.to_payload(limits);
-    let mut message = Message::new(mapped.topic, payload.bytes, origin.clone());
-    message.received_at = received_at;
+    let mut message = Message::received(mapped.topic, payload.bytes, origin.clone(), received_at);
     message.qos = QoS::AtMostOnce;
     message.props.content_type = payload.content_type;
     message.props.payload_utf8 = match payload.form {

@@ -178,7 +178,7 @@ async fn a_notify_to_a_denied_topic_is_faulted_and_nothing_of_it_is_routed() {
     // Routing is synchronous, so everything routed is queued by now: only sensors/b.
     let mut got = Vec::new();
     let _ = mqtt.receiver().try_drain(&mut got, 10);
-    let topics: Vec<&str> = got.iter().map(|d| d.message.topic.as_str()).collect();
+    let topics: Vec<&str> = got.iter().map(|d| &*d.message.topic).collect();
     assert_eq!(topics, ["sensors/b"]);
     broker.stop().await;
 }

@@ -32,7 +32,7 @@ async fn notify_publishes_every_message_into_the_core_in_both_soap_versions() {
         got.len() == 3
     })
     .await;
-    let topics: Vec<&str> = got.iter().map(|d| d.message.topic.as_str()).collect();
+    let topics: Vec<&str> = got.iter().map(|d| &*d.message.topic).collect();
     assert_eq!(topics, ["sensors/t1", "sensors/t2", "sensors/t3"]);
     assert_eq!(&got[0].message.payload[..], br#"<m:r xmlns:m="urn:m">1</m:r>"#);
     assert_eq!(&got[2].message.payload[..], b"<plain>3</plain>");

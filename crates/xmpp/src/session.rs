@@ -821,9 +821,8 @@ impl XmppSession {
         if let Err(e) = tolk_core::topic::validate_name(&node) {
             return Answer::Error(errors::bad_node(e));
         }
-        let mut message = tolk_core::Message::new(node, bytes::Bytes::new(), self.origin());
+        let mut message = tolk_core::Message::received(node, bytes::Bytes::new(), self.origin(), now);
         message.retain = true;
-        message.received_at = now;
         let outcome = self.core.publish(Arc::new(message));
         if outcome.not_authorized { Answer::Error(errors::forbidden()) } else { Answer::Result(None) }
     }

@@ -29,8 +29,7 @@ pub(crate) fn message_from_item(
     origin: Origin,
     received_at: Instant,
 ) -> Message {
-    let mut message = Message::new(node, Bytes::new(), origin);
-    message.received_at = received_at;
+    let mut message = Message::received(node, Bytes::new(), origin, received_at);
     message.qos = QoS::AtLeastOnce;
     message.props.message_id = Some(item_id.to_owned());
     if let Some(element) = payload {
@@ -71,7 +70,7 @@ pub(crate) struct Envelope<'a> {
 /// MQTT client), a `<purge/>` notification.
 pub(crate) fn write_event(out: &mut Vec<u8>, message: &Message, envelope: &Envelope<'_>, limits: &Limits) {
     let Envelope { from, to, id, item_id } = envelope;
-    let node = escape(message.topic.as_str());
+    let node = escape(&*message.topic);
     out.extend_from_slice(
         format!(
             "<message from='{}' to='{}' id='ev{id}' type='headline'><event xmlns='{EVENT_NS}'>",

@@ -320,10 +320,8 @@ async fn close<S: ProtocolSession>(driver: Driver<S>, reason: CloseReason) {
     linger(&mut reader, &mut writer, &shutdown).await;
 }
 
-/// Runs the session's timeout now if its deadline has passed; whether it did. (A function of
-/// its own, so that no clock reading is kept across the driver's await points.)
-fn handle_due<S: ProtocolSession>(session: &mut S, deadline: Option<Instant>, reading: bool) -> bool {
-    let now = Instant::now();
+/// Runs the session's timeout if its deadline has passed at `now`; whether it did.
+fn handle_due<S: ProtocolSession>(session: &mut S, deadline: Option<Instant>, reading: bool, now: Instant) -> bool {
     if deadline.is_none_or(|at| at > now) {
         return false;
     }
@@ -393,14 +391,17 @@ fn plan<S: ProtocolSession>(
     if input.is_empty() && input.capacity() > 0 {
         *input = BytesMut::new();
     }
+    // One clock reading for the whole plan (a fn, not kept across the driver's await points):
+    // it runs once per event of every connection.
+    let now = Instant::now();
     let backlog = session.pending_output().len();
     let stalled_at = limits.write_timeout().filter(|_| backlog > 0).map(|t| *write_progress + t);
-    if stalled_at.is_some_and(|at| at <= Instant::now()) {
+    if stalled_at.is_some_and(|at| at <= now) {
         debug!(timeout = ?limits.write_timeout(), backlog, "output not taken in time; slow consumer");
         return Next::Done(Step::Closed(CloseReason::SlowConsumer));
     }
     if backlog == 0 {
-        *write_progress = Instant::now();
+        *write_progress = now;
         if let Some(tls) = session.take_start_tls() {
             return Next::Done(Step::StartTls(tls));
         }
@@ -415,10 +416,10 @@ fn plan<S: ProtocolSession>(
     // millisecond ticks would add a tick per round. With output waiting, the select
     // writes it first (a heart-beat just queued is due until written). The task still
     // yields when its scheduling budget is spent, so its neighbours get their turns.
-    if backlog == 0 && handle_due(session, deadline, reading) {
+    if backlog == 0 && handle_due(session, deadline, reading, now) {
         return Next::Yield;
     }
-    let timed = deadline.is_some_and(|at| timer.set(at, session.core()));
+    let timed = deadline.is_some_and(|at| timer.set(at, now, session.core()));
     let window = if backlog < limits.high_water as usize {
         // At most the batch, which is 32-bit.
         session.delivery_window().min(limits.delivery_batch as usize) as u32
@@ -507,11 +508,12 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                 Event::Durable(result) => driver.session.handle_durable(result, Instant::now()),
                 Event::Relieved => driver.session.handle_bytes(&mut driver.input, Instant::now()),
                 Event::Timer { reading } => {
+                    let now = Instant::now();
                     if !reading {
                         // Not read meanwhile: the silence is the broker's, not the peer's.
-                        driver.session.excuse_silence(Instant::now());
+                        driver.session.excuse_silence(now);
                     }
-                    driver.session.handle_timeout(Instant::now());
+                    driver.session.handle_timeout(now);
                 }
             }
         }

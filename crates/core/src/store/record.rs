@@ -45,7 +45,7 @@ pub fn encode_message(message: &Message) -> Vec<u8> {
     let (now, wall) = (Instant::now(), SystemTime::now());
     let props = &message.props;
     let stored = Stored {
-        topic: message.topic.clone(),
+        topic: message.topic.to_string(),
         payload: message.payload.to_vec(),
         qos: message.qos as u8,
         retain: message.retain,
@@ -95,7 +95,7 @@ pub fn decode_message(bytes: &[u8]) -> Result<Option<Message>, RecordError> {
     let qos = QoS::from_level(stored.qos).ok_or_else(|| RecordError::Damaged(format!("QoS {}", stored.qos)))?;
     let protocol = *Protocol::ALL.get(usize::from(stored.protocol)).unwrap_or(&Protocol::Mqtt);
     Ok(Some(Message {
-        topic: stored.topic,
+        topic: stored.topic.into(),
         payload: Bytes::from(stored.payload),
         props: Properties {
             content_type: stored.content_type,
@@ -281,7 +281,7 @@ mod tests {
         m.props.expires_at = Some(Instant::now() + Duration::from_secs(3600));
         let back = decode_message(&encode_message(&m)).unwrap().unwrap();
         assert_eq!(
-            (back.topic.as_str(), &back.payload[..], back.qos, back.retain),
+            (&*back.topic, &back.payload[..], back.qos, back.retain),
             ("sensors/a", &m.payload[..], m.qos, true)
         );
         assert_eq!(back.props.content_type, m.props.content_type);

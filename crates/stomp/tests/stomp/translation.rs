@@ -104,7 +104,7 @@ async fn stomp_send_to_a_queue_reaches_a_core_queue_consumer() {
     let queue = broker.router.queue("shared").expect("declared by the SEND");
     core.consume(&queue, 8, QoS::AtLeastOnce, 3).unwrap();
     let d = next_delivery(&core).await;
-    assert_eq!((d.message.topic.as_str(), &d.message.payload[..]), ("shared", &b"for amqp"[..]));
+    assert_eq!((&*d.message.topic, &d.message.payload[..]), ("shared", &b"for amqp"[..]));
     assert_eq!(d.message.qos, QoS::AtLeastOnce);
     d.ack.unwrap().ack();
     broker.stop().await;
