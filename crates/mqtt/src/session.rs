@@ -707,7 +707,7 @@ impl MqttSession {
             }
         }
         let start = self.out.len();
-        let encoded = self.codec.encode(Packet::Publish(Box::new(publish)), &mut self.out);
+        let encoded = self.codec.encode_publish(publish, &mut self.out);
         let too_big = match (&encoded, self.client_max_packet) {
             (Ok(size), Some(max)) => *size as u64 > u64::from(max.get()),
             (Ok(_), None) => false,
