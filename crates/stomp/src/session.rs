@@ -460,11 +460,11 @@ impl StompSession {
         let message = Arc::new(message);
         if !to_queue {
             counters.messages_in.fetch_add(1, Relaxed);
-            let topic = message.topic.clone();
             let mut durable = None;
-            let outcome = self.core.publish_into(message, &mut durable);
+            let outcome = self.core.publish_into(message.clone(), &mut durable);
             self.await_stored(durable);
             if outcome.not_authorized {
+                let topic = &message.topic;
                 return Err(StompError::not_authorized(format!("not authorized to send to /topic/{topic}")));
             }
             if outcome.refused > 0 && at_least_once {
