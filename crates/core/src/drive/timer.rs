@@ -21,9 +21,9 @@ use crate::router::Session;
 pub(super) struct Timer(Option<Pin<Box<Sleep>>>);
 
 impl Timer {
-    /// Sets the deadline to `at` (it is `now`); whether the round should poll this timer (a
-    /// near deadline). A far one is met through the outbox's [`crate::Wake::Alarm`], after
-    /// which the driver sets it again and it is near.
+    /// Sets the deadline to `at`, the time being `now`; whether the round should poll this
+    /// timer (a near deadline). A far one is met through the outbox's [`crate::Wake::Alarm`],
+    /// after which the driver sets it again and it is near.
     pub(super) fn set(&mut self, at: Instant, now: Instant, core: &Session) -> bool {
         if at.saturating_duration_since(now) >= FAR && core.file_alarm(at) {
             self.0 = None;
