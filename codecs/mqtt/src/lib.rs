@@ -247,9 +247,7 @@ impl PacketCodec {
         }
         Ok(out.len() - start)
     }
-}
 
-impl PacketCodec {
     /// Appends a PUBLISH to `out`, in the connection's protocol level; the bytes written. The
     /// hot path of every delivery: a 3.1.1 PUBLISH is written here from its fields, byte for
     /// byte what `rmqtt-codec` writes (a test compares them), without the box its `Packet`
