@@ -14,7 +14,10 @@
 #   its configuration (e.g. `acl_file /path`).
 # Environment: PROTOCOL (mqtt, the default, stomp or amqp), SMALL (default 1000), LARGE
 #   (default 4000), EXTRA (TOML appended to each config, e.g. an [auth] section with an
-#   acl_file, to count what access checks cost); tolk-bench is built in release if missing.
+#   acl_file, to count what access checks cost), RATE (messages per second offered in all,
+#   paced; closed loop when unset: a low rate, e.g. 400, makes each message a wake-up of its
+#   own, the load of many slow sensors), QOS (default 1); tolk-bench is built in release if
+#   missing.
 #   Needs valgrind (Debian package).
 set -euo pipefail
 
@@ -22,6 +25,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=benches/scripts/lib.sh
 source "$ROOT/benches/scripts/lib.sh"
 PROTOCOL=${PROTOCOL:-mqtt}
+QOS=${QOS:-1}
 SMALL=${SMALL:-1000}
 LARGE=${LARGE:-4000}
 BENCH=$ROOT/target/release/tolk-bench
@@ -59,7 +63,7 @@ instructions() {
     valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" "$bin" "${args[@]}" >"$dir/log" 2>&1 &
     local pid=$!
     wait_port "$port" "$pid" "$dir/log" >&2
-    out=$("$BENCH" fan-in --qos 1 --messages "$messages" --target "$PROTOCOL://127.0.0.1:$port")
+    out=$("$BENCH" fan-in --qos "$QOS" --messages "$messages" ${RATE:+--rate "$RATE"} --target "$PROTOCOL://127.0.0.1:$port")
     grep -E '^ +deliver' <<<"$out" >&2
     if ! grep -qE 'lost 0,' <<<"$out"; then
         echo "messages were lost: the count is not comparable" >&2

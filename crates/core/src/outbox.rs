@@ -142,6 +142,13 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Sets [`PENDING`]; called with the state's lock held, before the receiver is woken.
+    fn mark_pending(&self) {
+        if self.signals.load(Ordering::Relaxed) & PENDING == 0 {
+            self.signals.fetch_or(PENDING, Ordering::Release);
+        }
+    }
+
     /// Whether a connected session's outbox is at its count or byte limit.
     fn is_full(&self, state: &State) -> bool {
         state.queue.len() >= self.limits.capacity || state.bytes >= self.limits.max_bytes
@@ -287,6 +294,7 @@ impl Outbox {
             if full {
                 if hard || state.overflowed {
                     state.overflowed = true;
+                    self.0.mark_pending();
                     drop(state);
                     self.0.notify.wake();
                     return PushOutcome::Overflowed;
@@ -310,6 +318,9 @@ impl Outbox {
         let was_empty = state.queue.is_empty();
         state.queue.push_back(delivery);
         state.bytes += cost;
+        if was_empty {
+            self.0.mark_pending();
+        }
         drop(state);
         if was_empty {
             self.0.notify.wake();
@@ -335,6 +346,7 @@ impl Outbox {
         let mut state = self.0.lock();
         if state.congested_at_least_once {
             state.overflowed = true;
+            self.0.mark_pending();
             drop(state);
             self.0.notify.wake();
         } else if self.0.is_full(&state) {
@@ -383,6 +395,13 @@ const SIGNALLED: u8 = 1;
 const SHUT_DOWN: u8 = 2;
 /// [`Outbox::alarm`]'s bit in `Shared::signals`.
 const ALARM: u8 = 4;
+/// Deliveries or an overflow wait, in `Shared::signals`: set under the state's lock when the
+/// queue stops being empty or the outbox overflows, cleared under it by a drain that leaves
+/// nothing. The receiver polls the outbox in every round of its connection's loop; with this
+/// bit clear it learns that nothing waits without taking the lock.
+const PENDING: u8 = 8;
+/// The bits that are signals, taken by [`OutboxReceiver::poll_wake`] one at a time.
+const SIGNALS: u8 = SIGNALLED | SHUT_DOWN | ALARM;
 
 /// What [`OutboxReceiver::poll_wake`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -434,6 +453,9 @@ impl OutboxReceiver {
 
     /// Moves up to `max` queued deliveries into `into` without waiting. Returns how many.
     pub fn try_drain(&self, into: &mut Vec<Delivery>, max: usize) -> Result<usize, Overflowed> {
+        if self.shared.signals.load(Ordering::Acquire) & PENDING == 0 {
+            return Ok(0);
+        }
         let mut state = self.shared.lock();
         if state.overflowed {
             return Err(Overflowed);
@@ -442,6 +464,9 @@ impl OutboxReceiver {
         let n = state.queue.len().min(max);
         let start = into.len();
         self.shared.take(&mut state, n, into);
+        if state.queue.is_empty() {
+            self.shared.signals.fetch_and(!PENDING, Ordering::Relaxed);
+        }
         let relieved = was_full && !self.shared.is_full(&state);
         if relieved {
             state.congested_at_least_once = false;
@@ -527,7 +552,7 @@ impl OutboxReceiver {
     /// given. A load first:
     /// the common answer, none, needs no write to the shared line.
     fn take_signal(&self) -> Option<Wake> {
-        let signals = self.shared.signals.load(Ordering::Acquire);
+        let signals = self.shared.signals.load(Ordering::Acquire) & SIGNALS;
         if signals == 0 {
             return None;
         }
@@ -576,6 +601,9 @@ impl OutboxReceiver {
             state.queue.push_front(d);
         }
         let non_empty = !state.queue.is_empty();
+        if non_empty {
+            self.shared.mark_pending();
+        }
         drop(state);
         if non_empty {
             self.shared.notify.wake();
@@ -757,6 +785,54 @@ mod tests {
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
         tx.give_up_waiting();
         assert_eq!(rx.try_drain(&mut Vec::new(), 10), Err(Overflowed), "a slow consumer");
+    }
+
+    #[test]
+    fn an_outbox_drained_empty_sees_what_comes_next_without_its_lock() {
+        let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(4));
+        let mut got = Vec::new();
+        assert_eq!(rx.try_drain(&mut got, 8), Ok(0), "nothing yet");
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
+        assert_eq!(rx.try_drain(&mut got, 1), Ok(1), "one of two: the rest still waits");
+        assert_eq!(rx.try_drain(&mut got, 8), Ok(1));
+        assert_eq!(rx.try_drain(&mut got, 8), Ok(0), "drained empty");
+        rx.requeue_front(got.drain(..));
+        assert_eq!(rx.try_drain(&mut got, 8), Ok(2), "put back");
+        assert_eq!(tx.push(delivery(QoS::AtMostOnce)), PushOutcome::Queued);
+        assert_eq!(rx.try_drain(&mut got, 8), Ok(1), "pushed after a drain left nothing");
+        rx.outbox().signal();
+        assert_eq!(rx.try_drain(&mut got, 8), Ok(0), "a signal is not a delivery");
+        let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(1));
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
+        assert_eq!(rx.try_drain(&mut Vec::new(), 8), Ok(1));
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Overflowed);
+        assert_eq!(rx.try_drain(&mut Vec::new(), 8), Err(Overflowed), "an overflow is seen");
+    }
+
+    /// A push on another thread between the receiver's look and its registration is never
+    /// missed: every delivery pushed is drained, with no wake-up lost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_push_from_another_thread_is_missed() {
+        const N: usize = 20_000;
+        let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(N));
+        let pusher = tokio::spawn(async move {
+            for i in 0..N {
+                tx.push(delivery(QoS::AtMostOnce));
+                if i % 64 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        let mut got = Vec::new();
+        while got.len() < N {
+            let wait = rx.drain(&mut got, 16);
+            tokio::time::timeout(std::time::Duration::from_secs(10), wait).await.expect("a push was missed").unwrap();
+        }
+        pusher.await.unwrap();
+        assert_eq!(got.len(), N);
     }
 
     #[tokio::test]

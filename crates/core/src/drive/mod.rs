@@ -484,7 +484,10 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
             turn = (turn + 1) % SOURCES;
             match wait(driver, &mut batch, &mut timer, round, turn).await {
                 Event::Read(Ok(0)) => driver.session.handle_eof(!driver.input.is_empty()),
-                Event::Read(Ok(_)) => driver.session.handle_bytes(&mut driver.input, Instant::now()),
+                Event::Read(Ok(_)) => {
+                    driver.session.handle_bytes(&mut driver.input, Instant::now());
+                    write_now(driver, &mut write_progress);
+                }
                 Event::Read(Err(e)) | Event::Written(Err(e)) => driver.session.handle_io_error(&e),
                 Event::Written(Ok(0)) => driver.session.handle_io_error(&io::ErrorKind::WriteZero.into()),
                 Event::Written(Ok(n)) => {
@@ -492,7 +495,8 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                     driver.session.advance_output(n, write_progress);
                 }
                 Event::Woken(Wake::Delivered(_)) => {
-                    batch.with_vec(|batch| driver.session.handle_deliveries(batch, Instant::now()))
+                    batch.with_vec(|batch| driver.session.handle_deliveries(batch, Instant::now()));
+                    write_now(driver, &mut write_progress);
                 }
                 Event::Woken(Wake::Overflowed) => driver.session.handle_overflow(Instant::now()),
                 Event::Woken(Wake::Signalled) | Event::Changed(Ok(())) => driver.session.handle_signal(Instant::now()),
@@ -517,6 +521,27 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                 }
             }
         }
+    }
+}
+
+/// Writes what the event just handled produced, if the socket takes it now: the common case,
+/// which then costs no round of its own (a plan and a wait of every source) before the wait
+/// that follows. What the socket does not take is written by the next round's wait, which
+/// polls with the task's waker; the no-op waker given here is replaced there.
+fn write_now<S: ProtocolSession>(driver: &mut Driver<S>, write_progress: &mut Instant) {
+    let output = driver.session.pending_output();
+    if output.is_empty() {
+        return;
+    }
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    match Pin::new(&mut driver.stream.split().1).poll_write(&mut cx, output) {
+        Poll::Ready(Ok(n)) if n > 0 => {
+            *write_progress = Instant::now();
+            driver.session.advance_output(n, *write_progress);
+        }
+        Poll::Ready(Err(e)) => driver.session.handle_io_error(&e),
+        // Nothing taken (a full socket), or 0, which the wait reports as the error it is.
+        Poll::Ready(Ok(_)) | Poll::Pending => {}
     }
 }
 
