@@ -488,12 +488,8 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                     driver.session.handle_bytes(&mut driver.input, Instant::now());
                     write_now(driver, &mut write_progress);
                 }
-                Event::Read(Err(e)) | Event::Written(Err(e)) => driver.session.handle_io_error(&e),
-                Event::Written(Ok(0)) => driver.session.handle_io_error(&io::ErrorKind::WriteZero.into()),
-                Event::Written(Ok(n)) => {
-                    write_progress = Instant::now();
-                    driver.session.advance_output(n, write_progress);
-                }
+                Event::Read(Err(e)) => driver.session.handle_io_error(&e),
+                Event::Written(written) => handle_written(&mut driver.session, written, &mut write_progress),
                 Event::Woken(Wake::Delivered(_)) => {
                     batch.with_vec(|batch| driver.session.handle_deliveries(batch, Instant::now()));
                     write_now(driver, &mut write_progress);
@@ -527,21 +523,29 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
 /// Writes what the event just handled produced, if the socket takes it now: the common case,
 /// which then costs no round of its own (a plan and a wait of every source) before the wait
 /// that follows. What the socket does not take is written by the next round's wait, which
-/// polls with the task's waker; the no-op waker given here is replaced there.
+/// polls with the task's waker; the no-op waker given here is replaced there. The socket's
+/// answer is handled as the wait's would be.
 fn write_now<S: ProtocolSession>(driver: &mut Driver<S>, write_progress: &mut Instant) {
     let output = driver.session.pending_output();
     if output.is_empty() {
         return;
     }
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    match Pin::new(&mut driver.stream.split().1).poll_write(&mut cx, output) {
-        Poll::Ready(Ok(n)) if n > 0 => {
+    if let Poll::Ready(written) = Pin::new(&mut driver.stream.split().1).poll_write(&mut cx, output) {
+        handle_written(&mut driver.session, written, write_progress);
+    }
+}
+
+/// Hands the socket's answer to pending output to the session: `n` bytes taken, none (the
+/// peer can take no more, an error), or an error.
+fn handle_written<S: ProtocolSession>(session: &mut S, written: io::Result<usize>, write_progress: &mut Instant) {
+    match written {
+        Ok(0) => session.handle_io_error(&io::ErrorKind::WriteZero.into()),
+        Ok(n) => {
             *write_progress = Instant::now();
-            driver.session.advance_output(n, *write_progress);
+            session.advance_output(n, *write_progress);
         }
-        Poll::Ready(Err(e)) => driver.session.handle_io_error(&e),
-        // Nothing taken (a full socket), or 0, which the wait reports as the error it is.
-        Poll::Ready(Ok(_)) | Poll::Pending => {}
+        Err(e) => session.handle_io_error(&e),
     }
 }
 
