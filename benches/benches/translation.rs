@@ -130,10 +130,10 @@ impl FrontEnd for Mqtt {
     }
 
     fn inbound(&mut self, mut wire: BytesMut) -> Message {
-        let publish = Self::decode_publish(&mut self.codec, &mut wire);
+        let mut publish = Self::decode_publish(&mut self.codec, &mut wire);
         // No topic alias: the session takes the topic as is, shared with the frame.
-        let topic = publish.topic.clone();
-        tolk_mqtt::translate::inbound(&publish, topic, origin(Protocol::Mqtt), self.now)
+        let topic = std::mem::take(&mut publish.topic);
+        tolk_mqtt::translate::inbound(&mut publish, topic, origin(Protocol::Mqtt), self.now)
     }
 
     fn outbound(&mut self, delivery: &Delivery) -> &[u8] {
@@ -141,7 +141,7 @@ impl FrontEnd for Mqtt {
         let packet_id = (delivery.qos > QoS::AtMostOnce).then_some(NonZeroU16::MIN);
         let publish = tolk_mqtt::translate::outbound(delivery, MqttVersion::V5, packet_id, false, self.now)
             .expect("the sample message does not expire");
-        self.codec.encode(Packet::Publish(Box::new(publish)), &mut self.out).expect("MQTT PUBLISH encodes");
+        self.codec.encode_publish(publish, &mut self.out).expect("MQTT PUBLISH encodes");
         &self.out
     }
 

@@ -6,16 +6,57 @@
 //! on decode and lowered on encode, so the session logic is written once. This module knows
 //! nothing of sessions or the core.
 
-use bytes::{Buf, BufMut, BytesMut};
+use std::num::NonZeroU16;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytestring::ByteString;
 use rmqtt_codec::error::{DecodeError, EncodeError};
 use rmqtt_codec::types::{Publish, QoS};
 use rmqtt_codec::v3;
+use rmqtt_codec::v5::PublishProperties;
 use rmqtt_codec::v5::{self, DisconnectReasonCode as Dis};
 use thiserror::Error;
 use tokio_util::codec::{Decoder, Encoder};
 
 /// The packet model the session speaks (MQTT 5 shapes; 3.1.1 packets are converted).
 pub type Packet = v5::Packet;
+
+/// A PUBLISH to write, borrowing its topic and payload from the message it carries: a 3.1.1
+/// delivery is written straight from the borrow, without taking (and later dropping) a
+/// counted handle on each, which a fan-out's subscribers would all touch. MQTT 5's goes
+/// through `rmqtt-codec`, which takes owned handles ([`PublishOut::to_owned`]).
+#[derive(Debug, Clone)]
+pub struct PublishOut<'a> {
+    /// Duplicate delivery flag.
+    pub dup: bool,
+    /// Retain flag.
+    pub retain: bool,
+    /// Quality of service.
+    pub qos: QoS,
+    /// Topic name; empty when an MQTT 5 topic alias stands for it.
+    pub topic: &'a ByteString,
+    /// Packet identifier, for QoS 1 and 2.
+    pub packet_id: Option<NonZeroU16>,
+    /// The bytes, as published.
+    pub payload: &'a Bytes,
+    /// MQTT 5 properties; `None` for 3.1.1.
+    pub properties: Option<PublishProperties>,
+}
+
+impl PublishOut<'_> {
+    /// The owned packet, for `rmqtt-codec` and for a resend that outlives the borrow.
+    pub fn to_owned(self) -> Publish {
+        Publish {
+            dup: self.dup,
+            retain: self.retain,
+            qos: self.qos,
+            topic: self.topic.clone(),
+            packet_id: self.packet_id,
+            payload: self.payload.clone(),
+            properties: self.properties,
+        }
+    }
+}
 
 /// Which MQTT protocol level a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,9 +293,9 @@ impl PacketCodec {
     /// hot path of every delivery: a 3.1.1 PUBLISH is written here from its fields, byte for
     /// byte what `rmqtt-codec` writes (a test compares them), without the box its `Packet`
     /// takes per message. MQTT 5's, with its properties, goes through `rmqtt-codec`.
-    pub fn encode_publish(&mut self, publish: Publish, out: &mut BytesMut) -> Result<usize, CodecError> {
+    pub fn encode_publish(&mut self, publish: PublishOut<'_>, out: &mut BytesMut) -> Result<usize, CodecError> {
         if let Level::V5(_) = self.level {
-            return self.encode(Packet::Publish(Box::new(publish)), out);
+            return self.encode(Packet::Publish(Box::new(publish.to_owned())), out);
         }
         let id = match (publish.qos, publish.packet_id) {
             (QoS::AtMostOnce, None) => None,
@@ -285,7 +326,7 @@ impl PacketCodec {
         if let Some(id) = id {
             out.put_u16(id.get());
         }
-        out.put_slice(&publish.payload);
+        out.put_slice(publish.payload);
         Ok(out.len() - start)
     }
 }
@@ -411,6 +452,18 @@ mod tests {
     // MQTT 5 §3.1: the same with level 5 and an empty property block.
     const CONNECT_V5: &[u8] = b"\x10\x0f\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x02ab";
 
+    fn borrowed(p: &Publish) -> PublishOut<'_> {
+        PublishOut {
+            dup: p.dup,
+            retain: p.retain,
+            qos: p.qos,
+            topic: &p.topic,
+            packet_id: p.packet_id,
+            payload: &p.payload,
+            properties: p.properties.clone(),
+        }
+    }
+
     #[test]
     fn a_v3_publish_is_written_as_rmqtt_codec_writes_it() {
         let mut ours = PacketCodec::new(Version::V3, u32::MAX);
@@ -432,7 +485,7 @@ mod tests {
                         .encode(v3::Packet::Publish(Box::new(publish.clone())), &mut theirs)
                         .unwrap();
                     let mut written = BytesMut::from(&b"kept"[..]);
-                    let n = ours.encode_publish(publish, &mut written).unwrap();
+                    let n = ours.encode_publish(borrowed(&publish), &mut written).unwrap();
                     assert_eq!(n, theirs.len(), "{payload_len} bytes, {qos:?}, dup {dup}, retain {retain}");
                     assert!(written[4..] == theirs[..], "{payload_len} bytes, {qos:?}, dup {dup}, retain {retain}");
                 }
@@ -453,9 +506,9 @@ mod tests {
             properties: None,
         };
         let mut out = BytesMut::new();
-        assert!(codec.encode_publish(publish(QoS::AtLeastOnce, None, 1), &mut out).is_err());
-        assert!(codec.encode_publish(publish(QoS::AtMostOnce, Some(1), 1), &mut out).is_err());
-        assert!(codec.encode_publish(publish(QoS::AtMostOnce, None, 65_536), &mut out).is_err());
+        assert!(codec.encode_publish(borrowed(&publish(QoS::AtLeastOnce, None, 1)), &mut out).is_err());
+        assert!(codec.encode_publish(borrowed(&publish(QoS::AtMostOnce, Some(1), 1)), &mut out).is_err());
+        assert!(codec.encode_publish(borrowed(&publish(QoS::AtMostOnce, None, 65_536)), &mut out).is_err());
         assert!(out.is_empty(), "nothing written");
     }
 

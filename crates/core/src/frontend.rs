@@ -128,10 +128,40 @@ pub trait FrontEnd: Send {
 /// and whose bytes were handed to the socket at `written_at`.
 #[inline]
 pub fn record_delivery(metrics: &Metrics, to: Protocol, delivery: &Delivery, taken_at: Instant, written_at: Instant) {
-    let from = delivery.message.origin.protocol;
-    let received_at = delivery.message.received_at;
-    metrics.record(Hop::Ingress, from, to, delivery.enqueued_at.saturating_duration_since(received_at));
-    metrics.record(Hop::Queue, from, to, taken_at.saturating_duration_since(delivery.enqueued_at));
-    metrics.record(Hop::Egress, from, to, written_at.saturating_duration_since(taken_at));
-    metrics.record(Hop::EndToEnd, from, to, written_at.saturating_duration_since(received_at));
+    HopStamps::of(delivery, taken_at).record(metrics, to, written_at);
+}
+
+/// When a delivery passed each point of its trip: all its latency hops need once its bytes
+/// are written. Kept in place of the message while the bytes wait for the socket, so that a
+/// message shared by many subscribers is not held, nor its count touched, for the metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct HopStamps {
+    from: Protocol,
+    received_at: Instant,
+    enqueued_at: Instant,
+    taken_at: Instant,
+}
+
+impl HopStamps {
+    /// The stamps of `delivery`, taken from the outbox at `taken_at`.
+    #[inline]
+    pub fn of(delivery: &Delivery, taken_at: Instant) -> Self {
+        let message = &delivery.message;
+        HopStamps {
+            from: message.origin.protocol,
+            received_at: message.received_at,
+            enqueued_at: delivery.enqueued_at,
+            taken_at,
+        }
+    }
+
+    /// Records the four hops, to a client of protocol `to`, written at `written_at`.
+    #[inline]
+    pub fn record(&self, metrics: &Metrics, to: Protocol, written_at: Instant) {
+        let HopStamps { from, received_at, enqueued_at, taken_at } = *self;
+        metrics.record(Hop::Ingress, from, to, enqueued_at.saturating_duration_since(received_at));
+        metrics.record(Hop::Queue, from, to, taken_at.saturating_duration_since(enqueued_at));
+        metrics.record(Hop::Egress, from, to, written_at.saturating_duration_since(taken_at));
+        metrics.record(Hop::EndToEnd, from, to, written_at.saturating_duration_since(received_at));
+    }
 }

@@ -19,8 +19,8 @@ use tolk_core::access::SubscribeError;
 use tolk_core::drive::Egress;
 use tolk_core::store::StoreError;
 use tolk_core::{
-    AckLine, CloseReason, Delivery, DropReason, LazyDeque, Metrics, Origin, PublishOutcome, QoS, QueueError,
-    SharedError, SubscriptionOptions, topic,
+    AckLine, ByteString, CloseReason, Delivery, DropReason, LazyDeque, Metrics, Origin, PublishOutcome, QoS,
+    QueueError, SharedError, SubscriptionOptions, topic,
 };
 
 use crate::alias::{OutboundTopic, TopicAliases};
@@ -239,7 +239,7 @@ impl MqttSession {
                     .push(Packet::PublishRelease(v5::PublishAck2 { packet_id: entry.packet_id, ..Default::default() })),
                 Stage::Puback(delivery) | Stage::Pubrec(delivery) => {
                     match translate::outbound(delivery, version, Some(entry.packet_id), true, now) {
-                        Some(publish) => packets.push(Packet::Publish(Box::new(publish))),
+                        Some(publish) => packets.push(Packet::Publish(Box::new(publish.to_owned()))),
                         None => expired.push(entry.packet_id),
                     }
                 }
@@ -346,7 +346,7 @@ impl MqttSession {
         Ok(Flow::Disconnect { will: d.reason_code == Dis::DisconnectWithWillMessage })
     }
 
-    fn on_publish(&mut self, publish: Publish, now: Instant) -> Result<(), Close> {
+    fn on_publish(&mut self, mut publish: Publish, now: Instant) -> Result<(), Close> {
         let version = self.version();
         let alias = publish.properties.as_ref().and_then(|p| p.topic_alias);
         let topic = match version {
@@ -354,7 +354,8 @@ impl MqttSession {
                 .aliases
                 .resolve(&publish.topic, alias)
                 .map_err(|e| Close::protocol(e.reason_code(), e.to_string()))?,
-            Version::V3 => publish.topic.clone(),
+            // Moved, not shared: the message takes the frame's handle on its bytes.
+            Version::V3 => std::mem::take(&mut publish.topic),
         };
         if let Err(e) = topic::validate_name(&topic) {
             // MQTT-3.3.2-2: wildcards are not allowed in a PUBLISH topic.
@@ -391,7 +392,7 @@ impl MqttSession {
             session: self.state.core.id(),
             client_id: self.state.client_id.clone(),
         };
-        let message = translate::inbound(&publish, topic, origin, now);
+        let message = translate::inbound(&mut publish, topic, origin, now);
         self.metrics.protocol(self.state.core.protocol()).messages_in.fetch_add(1, Ordering::Relaxed);
         let outcome = self.state.core.publish(Arc::new(message));
         let reason = match outcome {
@@ -686,6 +687,7 @@ impl MqttSession {
         };
         // A kept delivery read back after a restart may have been sent under this id before.
         let dup = delivery.redelivered && delivery.stored != 0;
+        let aliased = ByteString::new();
         let Some(mut publish) = translate::outbound(&delivery, self.version(), packet_id, dup, now) else {
             counters.dropped(DropReason::Expired, 1);
             settle(&self.state.core, &delivery);
@@ -702,7 +704,7 @@ impl MqttSession {
                 }
                 OutboundTopic::Use(alias) => {
                     props.topic_alias = Some(alias);
-                    publish.topic = "".into();
+                    publish.topic = &aliased;
                 }
             }
         }

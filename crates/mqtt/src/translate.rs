@@ -21,7 +21,7 @@ use rmqtt_codec::types::{Publish, QoS as WireQoS};
 use rmqtt_codec::v5::{LastWill, PublishProperties};
 use tolk_core::{ByteString, Delivery, Destination, Message, Origin, Properties, QoS};
 
-use mqtt_codec::Version;
+use mqtt_codec::{PublishOut, Version};
 
 /// Wire QoS → core QoS.
 pub fn qos_in(qos: WireQoS) -> QoS {
@@ -41,10 +41,10 @@ pub fn qos_out(qos: QoS) -> WireQoS {
     }
 }
 
-/// Builds the core message for an accepted PUBLISH. `topic` is the resolved topic (after a
-/// topic alias), already validated.
-pub fn inbound(publish: &Publish, topic: ByteString, origin: Origin, received_at: Instant) -> Message {
-    let mut message = Message::received(topic, publish.payload.clone(), origin, received_at);
+/// Builds the core message for an accepted PUBLISH, moving its payload out of the packet.
+/// `topic` is the resolved topic (after a topic alias), already validated.
+pub fn inbound(publish: &mut Publish, topic: ByteString, origin: Origin, received_at: Instant) -> Message {
+    let mut message = Message::received(topic, std::mem::take(&mut publish.payload), origin, received_at);
     message.qos = qos_in(publish.qos);
     message.retain = publish.retain;
     if let Some(p) = &publish.properties {
@@ -100,15 +100,16 @@ fn properties(p: PropsIn<'_>) -> Properties {
     }
 }
 
-/// Builds the PUBLISH for a delivery, or `None` when the message expired at `now` (MQTT-3.3.2-5).
-/// The topic alias is the caller's business (it depends on the connection, not the message).
+/// Builds the PUBLISH for a delivery, borrowing its topic and payload, or `None` when the
+/// message expired at `now` (MQTT-3.3.2-5). The topic alias is the caller's business (it
+/// depends on the connection, not the message).
 pub fn outbound(
     delivery: &Delivery,
     version: Version,
     packet_id: Option<NonZeroU16>,
     dup: bool,
     now: Instant,
-) -> Option<Publish> {
+) -> Option<PublishOut<'_>> {
     let message = &delivery.message;
     let remaining = match message.props.expires_at {
         Some(at) if at <= now => return None,
@@ -119,13 +120,13 @@ pub fn outbound(
         Version::V3 => None,
         Version::V5 => Some(publish_properties(message, delivery.subscription_id, remaining)),
     };
-    Some(Publish {
+    Some(PublishOut {
         dup,
         retain: delivery.retain,
         qos: qos_out(delivery.qos),
-        topic: message.topic.clone(),
+        topic: &message.topic,
         packet_id,
-        payload: message.payload.clone(),
+        payload: &message.payload,
         properties,
     })
 }
@@ -171,7 +172,7 @@ mod tests {
     #[test]
     fn properties_survive_a_round_trip_with_expiry_counting_down() {
         let t0 = Instant::now();
-        let publish = Publish {
+        let mut publish = Publish {
             dup: false,
             retain: true,
             qos: WireQoS::AtLeastOnce,
@@ -189,7 +190,7 @@ mod tests {
                 subscription_ids: Vec::new(),
             }),
         };
-        let message = inbound(&publish, "a/b".into(), origin(), t0);
+        let message = inbound(&mut publish, "a/b".into(), origin(), t0);
         assert_eq!(message.props.reply_to, Some(Destination::Topic("reply/here".into())));
         assert_eq!(message.props.user.len(), 2);
         let delivery =

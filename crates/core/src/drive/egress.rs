@@ -12,15 +12,17 @@ use std::time::Instant;
 use tolk_metrics::{Metrics, Protocol};
 
 use crate::delivery::{Delivery, QueueAck};
-use crate::frontend::record_delivery;
+use crate::frontend::HopStamps;
 use crate::lazy_deque::LazyDeque;
 
-/// A delivery whose bytes end at stream offset `end`. It keeps the message (for the latency
-/// hops), not the whole delivery: an MQTT QoS 1 delivery lives on in the session's flows.
+/// A delivery whose bytes end at stream offset `end`. It keeps the delivery's stamps for the
+/// latency hops and its queue acknowledgement, not the message: the message may be freed as
+/// soon as it is encoded, and its count, which every subscriber of a fan-out shares, is left
+/// alone.
 struct Pending {
     end: u64,
-    delivery: Delivery,
-    taken_at: Instant,
+    stamps: HopStamps,
+    settle: Option<QueueAck>,
 }
 
 /// One connection's deliveries between encoding and the socket.
@@ -43,9 +45,7 @@ impl Egress {
     /// written.
     pub fn record(&mut self, unwritten: usize, delivery: &Delivery, taken_at: Instant, settle: Option<QueueAck>) {
         let end = self.written_total + unwritten as u64;
-        let delivery =
-            Delivery { ack: settle, ..Delivery::new(delivery.message.clone(), delivery.qos, delivery.enqueued_at) };
-        self.pending.push_back(Pending { end, delivery, taken_at });
+        self.pending.push_back(Pending { end, stamps: HopStamps::of(delivery, taken_at), settle });
     }
 
     /// `n` more bytes were written at `now`: every delivery they complete is counted, its hops
@@ -57,8 +57,8 @@ impl Egress {
             && p.end <= self.written_total
         {
             let p = self.pending.pop_front().expect("front exists");
-            record_delivery(metrics, self.protocol, &p.delivery, p.taken_at, now);
-            if let Some(ack) = &p.delivery.ack {
+            p.stamps.record(metrics, self.protocol, now);
+            if let Some(ack) = &p.settle {
                 ack.ack();
             }
             done += 1;
@@ -79,7 +79,7 @@ impl Egress {
             && p.end <= self.written_total
         {
             let p = self.pending.pop_front().expect("front exists");
-            if let Some(ack) = &p.delivery.ack {
+            if let Some(ack) = &p.settle {
                 ack.nack(true);
             }
         }
@@ -90,7 +90,7 @@ impl Drop for Egress {
     /// Deliveries to be settled once written that never were go back to their queue.
     fn drop(&mut self) {
         for p in self.pending.drain() {
-            if let Some(ack) = &p.delivery.ack {
+            if let Some(ack) = &p.settle {
                 ack.nack(true);
             }
         }
@@ -100,6 +100,8 @@ impl Drop for Egress {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use tolk_metrics::Hop;
 
     use super::*;
     use crate::message::{Message, Origin, QoS, SessionId};
@@ -127,5 +129,19 @@ mod tests {
         egress.record(1, &delivery(), Instant::now(), None);
         egress.written(1, Instant::now(), &metrics);
         assert_eq!(out(), 3, "an abandoned unit is not counted, and the next one still is");
+    }
+
+    #[test]
+    fn a_delivery_waiting_for_the_socket_holds_its_stamps_not_its_message() {
+        let metrics = Metrics::new();
+        let mut egress = Egress::new(Protocol::Stomp);
+        let d = delivery();
+        egress.record(5, &d, Instant::now(), None);
+        assert_eq!(Arc::strong_count(&d.message), 1, "the message is freed once encoded");
+        drop(d);
+        egress.written(5, Instant::now(), &metrics);
+        for hop in [Hop::Ingress, Hop::Queue, Hop::Egress, Hop::EndToEnd] {
+            assert_eq!(metrics.latency(hop, Protocol::Mqtt, Protocol::Stomp).snapshot().count, 1, "{hop:?}");
+        }
     }
 }
