@@ -94,17 +94,20 @@ thread_local! {
     static SHARD: ShardClaim = const { ShardClaim(Cell::new(usize::MAX)) };
 }
 
-/// The shard this thread records into, and whether it is the only thread that does.
+/// The shard this thread records into, and whether it is the only thread that does. A
+/// thread that records while it exits, after its claim was given back, uses the shared one.
 #[inline]
 fn this_threads_shard() -> (usize, bool) {
-    SHARD.with(|this| {
-        let mut index = this.0.get();
-        if index == usize::MAX {
-            index = claim(&OWNED);
-            this.0.set(index);
-        }
-        (index, index < SHARDS - 1)
-    })
+    SHARD
+        .try_with(|this| {
+            let mut index = this.0.get();
+            if index == usize::MAX {
+                index = claim(&OWNED);
+                this.0.set(index);
+            }
+            (index, index < SHARDS - 1)
+        })
+        .unwrap_or((SHARDS - 1, false))
 }
 
 /// The lowest shard not in `owned`, now marked there, or the shared last one when all are
