@@ -47,7 +47,7 @@ pub use router::{
     SubscriptionOptions, Target,
 };
 pub use tolk_metrics::{
-    BridgeCounters, CloseReason, ClusterCounters, Denial, DropReason, Encoding, Hop, MemoryKind, Metrics, Protocol,
-    SpoolGauge,
+    BridgeCounters, CloseReason, ClusterCounters, ConnectionGauge, Denial, DropReason, Encoding, Hop, MemoryKind,
+    Metrics, Protocol, SpoolGauge,
 };
 pub use trie::Trie;

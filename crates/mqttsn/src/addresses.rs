@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use foldhash::fast::RandomState;
 
-use crate::outbox_task::ClientKey;
+use crate::outbox_watch::ClientKey;
 
 /// Peer address → session, plus sessions per IP address.
 #[derive(Default)]

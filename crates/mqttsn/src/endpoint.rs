@@ -2,7 +2,7 @@
 //! decodes each datagram, routes it to the session of its sender (by address; by client id for
 //! CONNECT), answers what needs no session (SEARCHGW, QoS −1 PUBLISH, messages from unknown
 //! peers), sends what the sessions produce, runs their timers, feeds them deliveries from their
-//! outbox tasks, and sends ADVERTISE.
+//! core outboxes (`outbox_watch.rs`), and sends ADVERTISE.
 //!
 //! Against reflection: a datagram from an address without a session there is answered with at
 //! most one small message (GWINFO, CONNACK, DISCONNECT), never more than 3 × its own size, and a
@@ -13,8 +13,8 @@
 //! Sessions never touch the socket or the clock; everything here is about addresses, keys,
 //! timers and bytes.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
+use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,14 +31,16 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tolk_core::access::Rights;
 use tolk_core::auth::Credentials;
+use tolk_core::store::StoreError;
 use tolk_core::store::load_sessions;
-use tolk_core::{CloseReason, Denial, Protocol, Session};
+use tolk_core::{CloseReason, Delivery, Denial, Overflowed, Protocol, Session};
 use tracing::{debug, info, warn};
 
 use crate::addresses::Addresses;
 use crate::config::AdvertiseConfig;
+use crate::deadlines::{Deadlines, Filed};
 use crate::gateway::Gateway;
-use crate::outbox_task::{ClientKey, OutboxTask, Wake};
+use crate::outbox_watch::{ClientKey, OutboxWatch, Ready};
 use crate::persist::Persister;
 use crate::predefined::PredefinedCatalog;
 use crate::session::{ClientSession, Event};
@@ -50,9 +52,18 @@ use crate::translate::{core_message, inbound_topic};
 /// send longer ones (MAC addresses with a prefix, UUIDs); this bound only keeps memory in check.
 pub(crate) const MAX_CLIENT_ID_BYTES: usize = 128;
 
-/// Wake-ups from outbox tasks waiting to be handled. Small: a task that cannot send keeps its
-/// batch and the core outbox absorbs the rest.
-const WAKE_CHANNEL: usize = 64;
+/// Batches one client is given in one turn before the others and the socket are served.
+const BATCHES_PER_TURN: usize = 4;
+
+/// Store commits ended and waiting to be handled. Small: a commit's task waits for room.
+const STORED_CHANNEL: usize = 64;
+
+/// A store commit that a client's answers wait for ended (see `stored_acks.rs`).
+struct Stored {
+    key: ClientKey,
+    seq: u64,
+    result: Result<(), StoreError>,
+}
 
 /// What the endpoint needs besides the shared gateway state.
 pub(crate) struct EndpointSettings {
@@ -72,10 +83,10 @@ struct Entry {
     session: ClientSession,
     /// Where the client is now; `None` while offline.
     addr: Option<SocketAddr>,
-    /// Runs while the client is connected.
-    task: Option<OutboxTask>,
-    /// The deadline queued in the timer heap for this entry, if any.
-    scheduled: Option<Instant>,
+    /// Watches the client's core outbox while it is connected.
+    watch: Option<OutboxWatch>,
+    /// The deadline that counts for this entry in the endpoint's [`Deadlines`].
+    filed: Filed,
 }
 
 /// One input for the endpoint loop.
@@ -83,7 +94,8 @@ enum Input {
     Shutdown,
     Datagram(usize, SocketAddr),
     RecvError(io::Error),
-    Wake(Wake),
+    Stored(Stored),
+    Ready,
     Timer,
     Advertise,
 }
@@ -99,10 +111,18 @@ pub(crate) struct Endpoint {
     clients: HashMap<ClientKey, Box<Entry>, RandomState>,
     addresses: Addresses,
     by_id: HashMap<Arc<str>, ClientKey, RandomState>,
-    timers: BinaryHeap<Reverse<(Instant, ClientKey)>>,
+    timers: Deadlines,
     next_key: ClientKey,
-    wake_tx: mpsc::Sender<Wake>,
-    wake_rx: mpsc::Receiver<Wake>,
+    stored_tx: mpsc::Sender<Stored>,
+    stored_rx: mpsc::Receiver<Stored>,
+    /// Clients whose outbox woke them.
+    ready: Arc<Ready>,
+    /// The keys taken from `ready`, and the deliveries taken from one outbox: kept between
+    /// rounds so that neither is allocated per wake-up.
+    ready_keys: Vec<ClientKey>,
+    batch: Vec<Delivery>,
+    /// What a session produced, between it and the socket; kept for the same reason.
+    outgoing: Vec<SnMessage>,
     /// Origin of QoS −1 messages from peers without a connection.
     anonymous: Session,
     anonymous_client_id: Arc<str>,
@@ -140,7 +160,7 @@ impl Endpoint {
         shutdown: CancellationToken,
         tracker: TaskTracker,
     ) -> Self {
-        let (wake_tx, wake_rx) = mpsc::channel(WAKE_CHANNEL);
+        let (stored_tx, stored_rx) = mpsc::channel(STORED_CHANNEL);
         let mut anonymous = gw.router.open_session(Protocol::MqttSn);
         anonymous.restrict(gw.auth.access(None, None));
         Endpoint {
@@ -151,10 +171,14 @@ impl Endpoint {
             clients: HashMap::default(),
             addresses: Addresses::default(),
             by_id: HashMap::default(),
-            timers: BinaryHeap::new(),
+            timers: Deadlines::default(),
             next_key: 1,
-            wake_tx,
-            wake_rx,
+            stored_tx,
+            stored_rx,
+            ready: Arc::default(),
+            ready_keys: Vec::new(),
+            batch: Vec::new(),
+            outgoing: Vec::new(),
             anonymous,
             anonymous_client_id: Arc::from(""),
             persister,
@@ -177,17 +201,21 @@ impl Endpoint {
             interval
         });
         loop {
-            let deadline = self.timers.peek().map(|Reverse((t, _))| tokio::time::Instant::from_std(*t));
+            let deadline = self.timers.earliest().map(tokio::time::Instant::from_std);
             let input = tokio::select! {
                 biased;
                 _ = self.shutdown.cancelled() => Input::Shutdown,
-                Some(wake) = self.wake_rx.recv() => Input::Wake(wake),
+                Some(stored) = self.stored_rx.recv() => Input::Stored(stored),
                 _ = sleep_until(deadline), if deadline.is_some() => Input::Timer,
                 _ = tick(&mut advertise), if advertise.is_some() => Input::Advertise,
                 received = self.socket.recv_from(&mut buf) => match received {
                     Ok((len, peer)) => Input::Datagram(len, peer),
                     Err(e) => Input::RecvError(e),
                 },
+                // After the socket: deliveries pushed while datagrams keep coming are taken in
+                // batches once the socket is drained (or tokio's budget makes it yield), as a
+                // task per client did when it ran after the endpoint.
+                () = poll_fn(|cx| self.ready.poll_take(cx, &mut self.ready_keys)) => Input::Ready,
             };
             match input {
                 Input::Shutdown => break,
@@ -199,7 +227,8 @@ impl Endpoint {
                     // Linux reports ICMP errors of earlier sends here; nothing to do but go on.
                     debug!(error = %e, "MQTT-SN receive failed");
                 }
-                Input::Wake(wake) => self.on_wake(wake, now()).await,
+                Input::Stored(stored) => self.on_stored(stored).await,
+                Input::Ready => self.on_ready().await,
                 Input::Timer => self.on_timers(now()).await,
                 Input::Advertise => self.advertise().await,
             }
@@ -432,7 +461,7 @@ impl Endpoint {
         let key = self.next_key;
         self.next_key += 1;
         self.by_id.insert(session.client_id().clone(), key);
-        self.clients.insert(key, Box::new(Entry { session, addr: None, task: None, scheduled: None }));
+        self.clients.insert(key, Box::new(Entry { session, addr: None, watch: None, filed: None }));
         key
     }
 
@@ -463,104 +492,111 @@ impl Endpoint {
         key.and_then(|key| self.clients.get(&key)).is_some_and(|entry| &**entry.session.client_id() == client_id)
     }
 
-    async fn on_wake(&mut self, wake: Wake, now: Instant) {
-        match wake {
-            Wake::Deliveries(key, batch) => match self.clients.get_mut(&key) {
-                Some(entry) => {
-                    entry.session.handle_deliveries(batch, now, &mut self.gw);
-                    self.flush(key).await;
-                }
-                // The session is gone, and its outbox with it.
-                None => drop(batch),
-            },
-            Wake::Stored(key, seq, result) => {
-                if let Some(entry) = self.clients.get_mut(&key) {
-                    entry.session.handle_stored(seq, result);
-                    self.flush(key).await;
-                }
-            }
-            Wake::Overflowed(key) => {
-                if let Some(entry) = self.clients.get_mut(&key) {
-                    entry.task = None;
-                    entry.session.handle_overflow(now);
-                    self.flush(key).await;
-                }
+    async fn on_stored(&mut self, Stored { key, seq, result }: Stored) {
+        if let Some(entry) = self.clients.get_mut(&key) {
+            entry.session.handle_stored(seq, result);
+            self.flush(key).await;
+        }
+    }
+
+    /// Gives each client whose outbox woke it a batch, if its session wants one.
+    async fn on_ready(&mut self) {
+        let mut keys = std::mem::take(&mut self.ready_keys);
+        for key in keys.drain(..) {
+            // A key from a session that is gone, or from a watch that ended, finds nothing.
+            if self.clients.get(&key).is_some_and(|entry| entry.watch.is_some()) {
+                self.flush(key).await;
             }
         }
+        self.ready_keys = keys;
     }
 
     async fn on_timers(&mut self, now: Instant) {
         // Take every due deadline first, so a session re-arming at `now` waits for the next turn
         // of the loop instead of spinning here.
         let mut due = Vec::new();
-        while let Some(&Reverse((at, key))) = self.timers.peek() {
-            if at > now {
-                break;
-            }
-            self.timers.pop();
-            due.push((at, key));
-        }
+        self.timers.take_due(now, &mut due);
         for (at, key) in due {
             let Some(entry) = self.clients.get_mut(&key) else { continue };
-            if entry.scheduled != Some(at) {
-                continue; // superseded by a later deadline
+            if entry.filed != Some(at) {
+                continue; // stale: an earlier deadline was filed after it
             }
-            entry.scheduled = None;
+            entry.filed = None;
+            // The session may have moved its deadline later since it was filed (a message
+            // restarts the keep-alive window): then nothing is due, and flushing files the new one.
             entry.session.handle_timeout(now);
             self.flush(key).await;
         }
-        // Superseded deadlines stay in the heap until they come up; rebuild it if they pile up.
-        if self.timers.len() > 2 * self.clients.len() + 1024 {
-            self.timers = self.clients.iter().filter_map(|(k, e)| e.scheduled.map(|t| Reverse((t, *k)))).collect();
-        }
     }
 
-    /// Sends what the session produced, carries out its events and re-arms its timer.
+    /// Sends what the session produced and carries out its events; then gives it the
+    /// deliveries it asked for, at once rather than in a later round of the loop, and the same
+    /// again for what they produced, up to [`BATCHES_PER_TURN`]. Re-arms its timer.
     async fn flush(&mut self, key: ClientKey) {
-        let Some(entry) = self.clients.get_mut(&key) else { return };
+        for batches in 0.. {
+            if !self.flush_once(key).await {
+                return;
+            }
+            let Some(entry) = self.clients.get_mut(&key) else { return };
+            let Some(watch) = &mut entry.watch else { break };
+            if batches == BATCHES_PER_TURN {
+                // Other clients and the socket first; this one comes back in the next round.
+                watch.relist();
+                break;
+            }
+            match watch.poll(entry.session.core(), &mut self.batch) {
+                None => break,
+                Some(Ok(_)) => entry.session.handle_deliveries(&mut self.batch, now(), &mut self.gw),
+                Some(Err(Overflowed)) => {
+                    entry.watch = None;
+                    entry.session.handle_overflow(now());
+                }
+            }
+        }
+        self.schedule(key);
+    }
+
+    /// Sends what the session produced and carries out its events; false once the session is
+    /// forgotten.
+    async fn flush_once(&mut self, key: ClientKey) -> bool {
+        let Some(entry) = self.clients.get_mut(&key) else { return false };
         for (seq, commit) in entry.session.take_commits() {
-            let wake = self.wake_tx.clone();
+            let stored = self.stored_tx.clone();
             self.tracker.spawn(async move {
-                let _ = wake.send(Wake::Stored(key, seq, commit.await)).await;
+                let _ = stored.send(Stored { key, seq, result: commit.await }).await;
             });
         }
-        let mut outgoing = Vec::new();
+        let mut outgoing = std::mem::take(&mut self.outgoing);
         while let Some(message) = entry.session.poll_transmit() {
             outgoing.push(message);
         }
         let addr = entry.addr;
-        for message in &outgoing {
+        for message in outgoing.drain(..) {
             let sent = match addr {
-                Some(addr) => self.send(addr, message).await,
+                Some(addr) => self.send(addr, &message).await,
                 None => false,
             };
             if let Some(entry) = self.clients.get_mut(&key) {
                 entry.session.transmitted(sent, Instant::now(), self.gw.router.metrics());
             }
         }
+        self.outgoing = outgoing;
         loop {
-            let Some(entry) = self.clients.get_mut(&key) else { return };
+            let Some(entry) = self.clients.get_mut(&key) else { return false };
             let Some(event) = entry.session.poll_event() else { break };
             match event {
                 Event::Connected => {
-                    if entry.task.is_none() {
-                        entry.task = Some(OutboxTask::spawn(
-                            key,
-                            entry.session.core().clone(),
-                            self.wake_tx.clone(),
-                            &self.shutdown,
-                            &self.tracker,
-                            self.gw.router.metrics().clone(),
-                        ));
+                    if entry.watch.is_none() {
+                        entry.watch = Some(OutboxWatch::new(key, &self.ready, self.gw.router.metrics()));
                     }
                 }
                 Event::WantDeliveries => {
-                    if let Some(task) = &entry.task {
-                        task.want_more();
+                    if let Some(watch) = &mut entry.watch {
+                        watch.want();
                     }
                 }
                 Event::Ended { reason, keep } => {
-                    entry.task = None;
+                    entry.watch = None;
                     let addr = entry.addr.take();
                     self.gw.count_closed(reason);
                     match reason {
@@ -578,31 +614,29 @@ impl Endpoint {
                     }
                     if !keep {
                         self.remove(key);
-                        return;
+                        return false;
                     }
                 }
                 Event::Expired => {
                     self.remove(key);
-                    return;
+                    return false;
                 }
             }
         }
-        self.schedule(key);
+        true
     }
 
-    /// Queues the session's next deadline in the timer heap, if it changed.
+    /// Files the session's next deadline, if it comes before the one filed (see [`Deadlines`]).
     fn schedule(&mut self, key: ClientKey) {
         let Some(entry) = self.clients.get_mut(&key) else { return };
-        let next = entry.session.poll_timeout();
-        if next != entry.scheduled {
-            entry.scheduled = next;
-            if let Some(at) = next {
-                self.timers.push(Reverse((at, key)));
-            }
+        self.timers.file(key, &mut entry.filed, entry.session.poll_timeout());
+        // Stale entries are left by deadlines that moved earlier; rebuilt when they pile up.
+        if self.timers.len() > 2 * self.clients.len() + 1024 {
+            self.timers.rebuild(self.clients.iter().filter_map(|(key, entry)| entry.filed.map(|at| (at, *key))));
         }
     }
 
-    /// Forgets a session: its outbox task stops and its core session (subscriptions) goes.
+    /// Forgets a session: its watch ends and its core session (subscriptions) goes.
     fn remove(&mut self, key: ClientKey) {
         if let Some(entry) = self.clients.remove(&key) {
             if let Some(addr) = entry.addr {

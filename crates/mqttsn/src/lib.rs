@@ -20,12 +20,13 @@
 
 mod addresses;
 mod config;
+mod deadlines;
 mod endpoint;
 mod frontend;
 mod gateway;
 mod kept;
 mod known_ids;
-mod outbox_task;
+mod outbox_watch;
 mod outgoing;
 mod persist;
 mod predefined;

@@ -5,7 +5,7 @@
 //! ([`ClientSession::handle_timeout`]), always with the current time. It answers through three
 //! queues the endpoint drains after every call, in this order: [`ClientSession::poll_transmit`]
 //! (messages for the client's address), [`ClientSession::poll_event`] (what the endpoint must do:
-//! start or stop the outbox task, ask it for more, forget the session), and
+//! start or stop watching the core outbox, take the next batch from it, forget the session), and
 //! [`ClientSession::poll_timeout`] (when to call `handle_timeout` next).
 //!
 //! Phases follow the client state diagram of §6.14 (Figure 4), with the will handshake of §6.3
@@ -87,11 +87,11 @@ pub(crate) enum Phase {
 /// What the endpoint must do for this session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// The client is connected (CONNACK sent): start the outbox task and count the connection.
+    /// The client is connected (CONNACK sent): watch the core outbox and count the connection.
     Connected,
-    /// The session has room: let the outbox task take the next batch from the core outbox.
+    /// The session has room: take the next batch from the core outbox.
     WantDeliveries,
-    /// The connection ended: stop the outbox task, release the address, count `reason`. With
+    /// The connection ended: stop watching the outbox, release the address, count `reason`. With
     /// `keep` the session stays (offline) for a later CONNECT; without, forget it.
     Ended {
         /// Why.
@@ -153,7 +153,7 @@ pub(crate) struct ClientSession {
     /// Incoming QoS 2 MsgIds routed but not yet released by PUBREL (duplicate suppression).
     inbound_qos2: HashSet<u16, RandomState>,
     out: Outgoing,
-    /// The outbox task runs (between `Connected` and `Ended`).
+    /// The endpoint watches the core outbox (between `Connected` and `Ended`).
     online: bool,
     /// A `WantDeliveries` is outstanding.
     requested: bool,
@@ -272,7 +272,7 @@ impl ClientSession {
         &self.client_id
     }
 
-    /// The core session (shared with the outbox task).
+    /// The core session.
     pub(crate) fn core(&self) -> &Arc<Session> {
         &self.core
     }
@@ -368,22 +368,22 @@ impl ClientSession {
         }
     }
 
-    /// Deliveries the outbox task took from the core outbox.
-    pub(crate) fn handle_deliveries(&mut self, batch: Vec<Delivery>, now: Instant, gw: &mut Gateway) {
+    /// Deliveries the endpoint took from the core outbox; `batch` is left empty.
+    pub(crate) fn handle_deliveries(&mut self, batch: &mut Vec<Delivery>, now: Instant, gw: &mut Gateway) {
         self.requested = false;
         match self.phase {
             Phase::Offline { .. } => {
                 // Taken just before the session went offline: back to the outbox, where an
                 // offline session keeps only at-least-once messages.
-                let kept: Vec<Delivery> = batch.into_iter().filter(|d| d.qos != CoreQoS::AtMostOnce).collect();
+                let kept: Vec<Delivery> = batch.drain(..).filter(|d| d.qos != CoreQoS::AtMostOnce).collect();
                 self.core.receiver().requeue_front(kept.into_iter());
                 return;
             }
-            Phase::Closed => return,
+            Phase::Closed => return batch.clear(),
             _ => {}
         }
         let bounded = self.is_sleeping();
-        for delivery in batch {
+        for delivery in batch.drain(..) {
             if bounded && self.out.pending.len() >= self.limits.max_buffered_sleeping {
                 gw.count_drop(DropReason::QueueFull);
                 settle(&self.core, &delivery);
@@ -1364,7 +1364,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = session(&gw, t0);
         s.handle_connect(&connect(60, true, false), true, t0, &mut gw);
-        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
+        s.handle_deliveries(&mut vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
         let [SnMessage::Publish(first)] = &transmitted(&mut s)[1..] else { panic!() };
         let msg_id = first.msg_id;
         s.handle(SnMessage::Disconnect { duration: Some(100) }, t0, &mut gw);
@@ -1375,7 +1375,7 @@ mod tests {
         s.handle_connect(&connect(60, true, false), false, t1, &mut gw);
         assert_eq!(transmitted(&mut s), [SnMessage::ConnAck { return_code: ReturnCode::Accepted }]);
         assert_eq!(s.poll_timeout(), Some(t1 + gw.limits.first_message_timeout));
-        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t1, &mut gw);
+        s.handle_deliveries(&mut vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t1, &mut gw);
         assert!(transmitted(&mut s).is_empty());
         // The client speaks from there: what waited goes out, ahead of the answer.
         s.handle(SnMessage::PingReq { client_id: None }, t1, &mut gw);
@@ -1393,8 +1393,8 @@ mod tests {
         s.handle_connect(&connect(60, true, false), true, t0, &mut gw);
         let metrics = gw.router.metrics().clone();
         let out = || metrics.protocol(Protocol::MqttSn).messages_out.load(std::sync::atomic::Ordering::Relaxed);
-        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t0, &mut gw);
-        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t0, &mut gw);
+        s.handle_deliveries(&mut vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t0, &mut gw);
+        s.handle_deliveries(&mut vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t0, &mut gw);
         assert_eq!(out(), 0, "queued for the socket, not yet sent");
         let sent = transmitted(&mut s);
         let [SnMessage::ConnAck { .. }, SnMessage::Publish(_), SnMessage::Publish(_)] = &sent[..] else {
@@ -1415,7 +1415,7 @@ mod tests {
         let mut s = session(&gw, t0);
         s.handle_connect(&connect(0, true, false), true, t0, &mut gw);
         transmitted(&mut s);
-        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
+        s.handle_deliveries(&mut vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
         let [SnMessage::Publish(first)] = &transmitted(&mut s)[..] else { panic!() };
         assert!(!first.dup);
         let mut at = t0;
@@ -1439,7 +1439,7 @@ mod tests {
         s.handle_connect(&connect(0, true, false), true, t0, &mut gw);
         transmitted(&mut s);
         s.handle_deliveries(
-            vec![delivery("ab", CoreQoS::ExactlyOnce, SHORT), delivery("ab", CoreQoS::AtMostOnce, SHORT)],
+            &mut vec![delivery("ab", CoreQoS::ExactlyOnce, SHORT), delivery("ab", CoreQoS::AtMostOnce, SHORT)],
             t0,
             &mut gw,
         );
@@ -1465,14 +1465,14 @@ mod tests {
         let mut s = session(&gw, t0);
         s.handle_connect(&connect(30, true, false), true, t0, &mut gw);
         transmitted(&mut s);
-        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
+        s.handle_deliveries(&mut vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)], t0, &mut gw);
         assert_eq!(transmitted(&mut s).len(), 1);
         s.handle(SnMessage::Disconnect { duration: Some(100) }, t0, &mut gw);
         assert_eq!(transmitted(&mut s), [SnMessage::Disconnect { duration: None }]);
         assert_eq!(s.phase(), &Phase::Asleep { duration: 100 });
         // Only the sleep timer runs.
         assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(150)));
-        s.handle_deliveries(vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t0, &mut gw);
+        s.handle_deliveries(&mut vec![delivery("ab", CoreQoS::AtMostOnce, SHORT)], t0, &mut gw);
         assert!(transmitted(&mut s).is_empty());
 
         let t1 = t0 + Duration::from_secs(60);
@@ -1503,7 +1503,7 @@ mod tests {
         transmitted(&mut s);
         events(&mut s);
         s.handle_deliveries(
-            vec![
+            &mut vec![
                 delivery("ab", CoreQoS::AtLeastOnce, SHORT),
                 delivery("ab", CoreQoS::AtMostOnce, SHORT),
                 delivery("ab", CoreQoS::AtLeastOnce, SHORT),
@@ -1532,7 +1532,7 @@ mod tests {
         s.handle_connect(&connect(0, true, false), true, t0, &mut gw);
         transmitted(&mut s);
         s.handle_deliveries(
-            vec![delivery("a/b", CoreQoS::AtMostOnce, 0), delivery("c/d", CoreQoS::AtMostOnce, 0)],
+            &mut vec![delivery("a/b", CoreQoS::AtMostOnce, 0), delivery("c/d", CoreQoS::AtMostOnce, 0)],
             t0,
             &mut gw,
         );
@@ -1562,15 +1562,15 @@ mod tests {
         s.handle_connect(&connect(0, true, false), true, t0, &mut gw);
         transmitted(&mut s);
         for i in 0..TOPICS {
-            s.handle_deliveries(vec![delivery(&format!("t/{i}"), CoreQoS::AtMostOnce, 0)], t0, &mut gw);
+            s.handle_deliveries(&mut vec![delivery(&format!("t/{i}"), CoreQoS::AtMostOnce, 0)], t0, &mut gw);
             let [SnMessage::Register(register)] = &transmitted(&mut s)[..] else { panic!("topic {i}") };
             let accepted =
                 RegAck { topic_id: register.topic_id, msg_id: register.msg_id, return_code: ReturnCode::Accepted };
             s.handle(SnMessage::RegAck(accepted), t0, &mut gw);
             assert!(matches!(&transmitted(&mut s)[..], [SnMessage::Publish(_)]), "topic {i}");
         }
-        let again = (0..TOPICS).map(|i| delivery(&format!("t/{i}"), CoreQoS::AtMostOnce, 0)).collect();
-        s.handle_deliveries(again, t0, &mut gw);
+        let mut again: Vec<_> = (0..TOPICS).map(|i| delivery(&format!("t/{i}"), CoreQoS::AtMostOnce, 0)).collect();
+        s.handle_deliveries(&mut again, t0, &mut gw);
         let sent = transmitted(&mut s);
         assert_eq!(sent.len(), TOPICS);
         assert!(sent.iter().all(|m| matches!(m, SnMessage::Publish(_))));
@@ -1587,7 +1587,7 @@ mod tests {
         let mut batch = vec![delivery("ab", CoreQoS::AtLeastOnce, SHORT)];
         batch.extend((0..10).map(|i| delivery(&format!("t/{i}"), CoreQoS::AtMostOnce, 0)));
         batch.push(delivery("t/0", CoreQoS::AtMostOnce, 0));
-        s.handle_deliveries(batch, t0, &mut gw);
+        s.handle_deliveries(&mut batch, t0, &mut gw);
         let sent = transmitted(&mut s);
         let [SnMessage::Publish(exchange), registers @ ..] = &sent[..] else { panic!("{sent:?}") };
         assert_eq!(exchange.qos, QoS::One);
