@@ -453,7 +453,7 @@ impl Endpoint {
         core.restrict(rights);
         let core = Arc::new(core);
         let predefined = self.catalog.for_client(&client_id);
-        let session = ClientSession::new(client_id, core, predefined, self.gw.limits, now);
+        let session = ClientSession::new(client_id, core, predefined, self.gw.limits.clone(), now);
         Some(self.insert(session))
     }
 
@@ -477,7 +477,7 @@ impl Endpoint {
             let mut core = self.gw.router.open_session(Protocol::MqttSn);
             core.restrict(self.gw.rights_of(&session.client_id));
             let predefined = self.catalog.for_client(&session.client_id);
-            let session = ClientSession::restored(session, Arc::new(core), predefined, self.gw.limits, now);
+            let session = ClientSession::restored(session, Arc::new(core), predefined, self.gw.limits.clone(), now);
             let key = self.insert(session);
             self.schedule(key);
         }

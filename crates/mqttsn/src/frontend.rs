@@ -84,8 +84,14 @@ impl FrontEnd for MqttSnFrontEnd {
             let limits = Limits::new(&config, ctx.router.config().outbox_capacity);
             let users =
                 config.clients.iter().filter_map(|(id, client)| Some((id.clone(), client.user.clone()?))).collect();
-            let gateway =
-                Gateway { router: ctx.router.clone(), registry, stats, limits, auth: ctx.auth.clone(), users };
+            let gateway = Gateway {
+                router: ctx.router.clone(),
+                registry,
+                stats,
+                limits: Arc::new(limits),
+                auth: ctx.auth.clone(),
+                users,
+            };
             let settings = EndpointSettings {
                 gateway_id: config.gateway_id,
                 max_clients: config.max_clients,

@@ -71,8 +71,8 @@ pub(crate) struct Gateway {
     pub(crate) registry: TopicRegistry,
     /// Gateway-specific counters.
     pub(crate) stats: Arc<GatewayStats>,
-    /// Limits.
-    pub(crate) limits: Limits,
+    /// Limits, shared with every session (120 bytes each if copied).
+    pub(crate) limits: Arc<Limits>,
     /// The broker's authenticator, asked at every CONNECT.
     pub(crate) auth: Arc<dyn Authenticator>,
     /// Client id → `[auth]` user (`[mqttsn.clients.ID] user`).

@@ -128,7 +128,7 @@ pub(crate) struct ClientSession {
     client_id: Arc<str>,
     core: Arc<Session>,
     predefined: Arc<PredefinedTopics>,
-    limits: Limits,
+    limits: Arc<Limits>,
     phase: Phase,
     clean: bool,
     keep_alive: KeepAlive,
@@ -173,9 +173,10 @@ impl ClientSession {
         client_id: Arc<str>,
         core: Arc<Session>,
         predefined: Arc<PredefinedTopics>,
-        limits: Limits,
+        limits: Arc<Limits>,
         now: Instant,
     ) -> Self {
+        let max_keep_alive = limits.max_keep_alive;
         ClientSession {
             client_id,
             core,
@@ -183,7 +184,7 @@ impl ClientSession {
             limits,
             phase: Phase::Offline { since: now },
             clean: true,
-            keep_alive: KeepAlive::grant(0, limits.max_keep_alive),
+            keep_alive: KeepAlive::grant(0, max_keep_alive),
             last_heard: now,
             heard_since_connect: false,
             address_proved: false,
@@ -209,13 +210,14 @@ impl ClientSession {
         kept: KeptSession,
         core: Arc<Session>,
         predefined: Arc<PredefinedTopics>,
-        limits: Limits,
+        limits: Arc<Limits>,
         now: Instant,
     ) -> Self {
+        let session_expiry = limits.session_expiry;
         let mut session = ClientSession::new(Arc::from(kept.client_id.as_str()), core, predefined, limits, now);
         session.clean = false;
         // Offline since so long that `expires_in` is what is left.
-        let lived = limits.session_expiry.saturating_sub(kept.expires_in);
+        let lived = session_expiry.saturating_sub(kept.expires_in);
         session.phase = Phase::Offline { since: now.checked_sub(lived).unwrap_or(now) };
         session.core.keep_in_store(kept.name(Protocol::MqttSn), kept.next_seq);
         for sub in kept.record.subscriptions {
@@ -1066,13 +1068,13 @@ impl ClientSession {
             Route::Ready(publish) => self.send_publish(publish, pending, now),
             Route::Register(id, name, publish) => {
                 if let Some(register) = self.send_register(id, &name, gw, &pending.delivery) {
-                    self.out.inflight = Some(Inflight {
+                    self.out.inflight = Some(Box::new(Inflight {
                         step: Step::RegAck,
                         register: Some(register),
                         publish,
                         pending,
                         retry: self.retry(now),
-                    });
+                    }));
                 }
             }
         }
@@ -1150,7 +1152,7 @@ impl ClientSession {
             }
         };
         self.egress.record(self.transmit.len(), &pending.delivery, pending.taken_at, None);
-        self.out.inflight = Some(Inflight { step, register: None, publish, pending, retry: self.retry(now) });
+        self.out.inflight = Some(Box::new(Inflight { step, register: None, publish, pending, retry: self.retry(now) }));
     }
 
     /// Ends the connection. The will is published when `fire_will` (the client did not say
@@ -1239,7 +1241,7 @@ mod tests {
             router,
             registry: TopicRegistry::new(100),
             stats: Arc::default(),
-            limits,
+            limits: Arc::new(limits),
             auth: Arc::new(tolk_core::auth::AllowAll),
             users: Default::default(),
         }
@@ -1247,7 +1249,7 @@ mod tests {
 
     fn session(gw: &Gateway, now: Instant) -> ClientSession {
         let core = Arc::new(gw.router.open_session(Protocol::MqttSn));
-        ClientSession::new("c".into(), core, Arc::default(), gw.limits, now)
+        ClientSession::new("c".into(), core, Arc::default(), gw.limits.clone(), now)
     }
 
     fn connect(keep_alive: u16, clean_session: bool, will: bool) -> Connect {
