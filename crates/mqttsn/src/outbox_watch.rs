@@ -6,7 +6,7 @@
 //! wakes it, which puts the client's key in the endpoint's [`Ready`] list (once, until the
 //! endpoint looks) and wakes the endpoint. A task per client, as before, cost 632 bytes for
 //! the task, 111 for its cancellation token and 60 for its handles: about a quarter of an
-//! idle client's memory. The watch is a 48-byte allocation.
+//! idle client's memory. The watch is a 40-byte allocation.
 //!
 //! The outbox is polled only while the session wants deliveries ([`OutboxWatch::want`]), so
 //! deliveries wait in the core outbox (bounded, with its QoS-aware overflow policy), not in a

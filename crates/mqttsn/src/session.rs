@@ -213,11 +213,10 @@ impl ClientSession {
         limits: Arc<Limits>,
         now: Instant,
     ) -> Self {
-        let session_expiry = limits.session_expiry;
         let mut session = ClientSession::new(Arc::from(kept.client_id.as_str()), core, predefined, limits, now);
         session.clean = false;
         // Offline since so long that `expires_in` is what is left.
-        let lived = session_expiry.saturating_sub(kept.expires_in);
+        let lived = session.limits.session_expiry.saturating_sub(kept.expires_in);
         session.phase = Phase::Offline { since: now.checked_sub(lived).unwrap_or(now) };
         session.core.keep_in_store(kept.name(Protocol::MqttSn), kept.next_seq);
         for sub in kept.record.subscriptions {
@@ -377,8 +376,7 @@ impl ClientSession {
             Phase::Offline { .. } => {
                 // Taken just before the session went offline: back to the outbox, where an
                 // offline session keeps only at-least-once messages.
-                let kept: Vec<Delivery> = batch.drain(..).filter(|d| d.qos != CoreQoS::AtMostOnce).collect();
-                self.core.receiver().requeue_front(kept.into_iter());
+                self.core.receiver().requeue_front(batch.drain(..).filter(|d| d.qos != CoreQoS::AtMostOnce));
                 return;
             }
             Phase::Closed => return batch.clear(),
