@@ -14,10 +14,10 @@ use tolk_core::{CloseReason, Protocol};
 use crate::context::Shared;
 use crate::session::AmqpSession;
 
-/// Reading and taking deliveries pause above 256 KiB of unwritten output; 8 KiB per read; 64
-/// deliveries per wake-up. No write timeout: a consumer that does not read fills its prefetch
-/// and the high-water mark, and its queue serves other consumers.
-pub const LIMITS: DriveLimits = DriveLimits::new(256 * 1024, 8 * 1024, 64, None);
+/// 8 KiB per read (the driver pauses reading above 256 KiB of unwritten output). No write
+/// timeout: a consumer that does not read fills its prefetch and the high-water mark, and its
+/// queue serves other consumers.
+pub const LIMITS: DriveLimits = DriveLimits::new(8 * 1024, None);
 
 /// Runs one accepted connection to its end. Not an `async fn`: the session is made here and
 /// moved into the driver's future, which is all the connection's task holds.

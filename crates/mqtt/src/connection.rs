@@ -85,9 +85,9 @@ pub fn run(shared: Arc<Shared>, connection: Connection) -> impl Future<Output = 
 /// session's outbox, see [`Registry::claim`]).
 fn serve((connected, io): (MqttConnection, Io)) -> impl Future<Output = CloseReason> {
     tolk_core::listener::name_client(connected.session.client_id().clone());
-    // 4 KiB per read, 64 deliveries per wake-up, reading paused above 256 KiB of unwritten
-    // output, and a client that takes none of it for `write_timeout` is a slow consumer.
-    let limits = DriveLimits::new(256 * 1024, 4096, 64, Some(io.config.write_timeout));
+    // 4 KiB per read (the driver pauses reading above 256 KiB of unwritten output), and a
+    // client that takes none of it for `write_timeout` is a slow consumer.
+    let limits = DriveLimits::new(4096, Some(io.config.write_timeout));
     let Io { stream, rbuf, shutdown, .. } = io;
     drive(connected, stream, rbuf, shutdown, None, limits)
 }
@@ -544,11 +544,11 @@ fn end_session(state: Box<SessionState>, will: Option<Will>, now: Instant) {
 mod tests {
     use super::*;
 
-    /// The connection's future: the listener's wrappers (its span, its slot and its gauge)
-    /// and tokio's task header take it from 488 bytes to a task of 640, a multiple of the
-    /// task's 128-byte alignment. One word more puts every connection, busy or idle, in the
-    /// 768-byte class (docs/benchmarks.md, "Where an idle MQTT connection's bytes go now").
-    /// Checked on 64-bit targets, as the Pi's aarch64 build is.
+    /// The connection's future (440 bytes): the listener's wrappers (its label, its slot and
+    /// its gauge, 48 bytes) and tokio's task header take it to a task of 640, a multiple of
+    /// the task's 128-byte alignment. Past 488 bytes every connection, busy or idle, would be
+    /// in the 768-byte class (docs/benchmarks.md, "Where an idle MQTT connection's bytes go
+    /// now"). Checked on 64-bit targets, as the Pi's aarch64 build is.
     #[tokio::test]
     async fn a_connections_future_fits_the_640_byte_task() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -58,9 +58,9 @@ fn run(handler: Arc<StompHandler>, connection: Connection) -> impl Future<Output
         metrics: router.metrics().clone(),
         finished: None,
     };
-    // 8 KiB per read, 64 deliveries per wake-up, reading paused above 256 KiB of unwritten
-    // output, and a client that takes none of it for `write_timeout` is a slow consumer.
-    let limits = DriveLimits::new(256 * 1024, 8 * 1024, 64, Some(config.write_timeout));
+    // 8 KiB per read (the driver pauses reading above 256 KiB of unwritten output), and a
+    // client that takes none of it for `write_timeout` is a slow consumer.
+    let limits = DriveLimits::new(8 * 1024, Some(config.write_timeout));
     drive(connection, stream, BytesMut::new(), shutdown, None, limits)
 }
 

@@ -8,7 +8,7 @@
 //! that the client reads them instead of a reset).
 //!
 //! Memory stays bounded by a client that does not read: reading and taking deliveries pause
-//! while more than [`DriveLimits::high_water`] bytes wait to be written.
+//! while more than [`HIGH_WATER`] bytes wait to be written.
 
 mod egress;
 mod timer;
@@ -158,35 +158,36 @@ pub fn consume_written(out: &mut BytesMut, n: usize) {
 /// ([`crate::Outbox::signal`]), which the driver watches anyway.
 pub struct Signal(pub watch::Receiver<u64>);
 
+/// Output bytes above which the driver stops reading and taking deliveries: the same for every
+/// front end, so a constant rather than a field in the task of every connection.
+pub const HIGH_WATER: usize = 256 * 1024;
+
+/// Deliveries taken from the outbox per wake-up, at most (see [`HIGH_WATER`]).
+const DELIVERY_BATCH: usize = 64;
+
 /// A front end's sizes for its connections (32-bit: they are small, and they sit in the task of
 /// every connection).
 #[derive(Debug, Clone, Copy)]
 pub struct DriveLimits {
-    /// Output bytes above which the driver stops reading and taking deliveries.
-    high_water: u32,
     /// Bytes asked of the socket per read.
     read_chunk: u32,
-    /// Deliveries taken from the outbox per wake-up.
-    delivery_batch: u32,
     /// Longest time in milliseconds the driver waits for the socket to take pending output;
-    /// 0: no limit beyond `high_water`.
+    /// 0: no limit beyond [`HIGH_WATER`].
     write_timeout_ms: u32,
 }
 
 impl DriveLimits {
-    /// Reading and taking deliveries pause above `high_water` bytes of unwritten output; each
-    /// read asks for `read_chunk` bytes and each wake-up takes at most `delivery_batch`
-    /// deliveries; a client that takes none of its output for `write_timeout` is closed as a
-    /// slow consumer (`None`: no limit beyond `high_water`). The timeout is kept in whole
-    /// milliseconds, at least 1 and at most 49 days.
-    pub const fn new(high_water: u32, read_chunk: u32, delivery_batch: u32, write_timeout: Option<Duration>) -> Self {
+    /// Each read asks for `read_chunk` bytes; a client that takes none of its output for
+    /// `write_timeout` is closed as a slow consumer (`None`: no limit beyond [`HIGH_WATER`]).
+    /// The timeout is kept in whole milliseconds, at least 1 and at most 49 days.
+    pub const fn new(read_chunk: u32, write_timeout: Option<Duration>) -> Self {
         let write_timeout_ms = match write_timeout {
             Some(timeout) if timeout.as_millis() > u32::MAX as u128 => u32::MAX,
             Some(timeout) if timeout.as_millis() == 0 => 1,
             Some(timeout) => timeout.as_millis() as u32,
             None => 0,
         };
-        DriveLimits { high_water, read_chunk, delivery_batch, write_timeout_ms }
+        DriveLimits { read_chunk, write_timeout_ms }
     }
 
     fn write_timeout(&self) -> Option<Duration> {
@@ -211,7 +212,8 @@ pub fn drive<S: ProtocolSession>(
     signal: Option<Signal>,
     limits: DriveLimits,
 ) -> impl Future<Output = CloseReason> + Send {
-    let mut driver = Driver { session, stream, input, shutdown, signal: signal.map(Box::new), limits };
+    let mut driver =
+        Driver { session, io: Sources::new(stream, input, limits), shutdown, signal: signal.map(Box::new) };
     async move {
         let step = run(&mut driver).await;
         // Boxed: what follows runs once per connection, and its futures (a write, a timer,
@@ -260,11 +262,12 @@ enum Step {
 /// The driver again, over TLS (see [`ProtocolSession::take_start_tls`]), or why the connection
 /// ended; the session is released then.
 async fn upgrade<S: ProtocolSession>(driver: Driver<S>, tls: Arc<Tls>) -> Result<Driver<S>, CloseReason> {
-    let Driver { mut session, stream, shutdown, signal, limits, .. } = driver;
-    match start_tls(stream, tls).await {
+    let Driver { mut session, io, shutdown, signal } = driver;
+    let limits = io.limits;
+    match start_tls(io.stream, tls).await {
         Ok((stream, identity)) => {
             session.tls_started(identity, Instant::now());
-            Ok(Driver { session, stream, input: BytesMut::new(), shutdown, signal, limits })
+            Ok(Driver { session, io: Sources::new(stream, BytesMut::new(), limits), shutdown, signal })
         }
         Err(reason) => {
             session.release(reason);
@@ -298,20 +301,39 @@ async fn start_tls(stream: Transport, tls: Arc<Tls>) -> Result<(Transport, Optio
 /// task holds each part once (an `async fn` taking them would keep a second copy).
 struct Driver<S> {
     session: S,
-    stream: Transport,
-    /// Read and not yet handled.
-    input: BytesMut,
+    io: Sources,
     shutdown: CancellationToken,
     /// Boxed: only AMQP's connections watch one, and 8 bytes in every task are 16 inline.
     signal: Option<Box<Signal>>,
+}
+
+/// The parts of a connection that a round's wait polls, besides its session: apart from it,
+/// so that the wait holds one borrow of them rather than one of each (every byte it holds is
+/// kept in the task of every idle connection).
+struct Sources {
+    stream: Transport,
+    /// Read and not yet handled.
+    input: BytesMut,
+    /// Allocated by the first delivery, not before, and one pointer until then: a connection
+    /// that never receives one (an idle sensor, a publisher) holds no room for a batch.
+    batch: LazyVec<Delivery>,
+    /// Moved to each new deadline: one that only moves later (heartbeats, keep-alives) costs
+    /// neither a timer-wheel insertion nor a lock per event.
+    timer: Timer,
     limits: DriveLimits,
+}
+
+impl Sources {
+    fn new(stream: Transport, input: BytesMut, limits: DriveLimits) -> Self {
+        Sources { stream, input, batch: LazyVec::default(), timer: Timer::default(), limits }
+    }
 }
 
 /// Writes what is pending (unless the socket stopped taking output), releases the session,
 /// then lingers.
 async fn close<S: ProtocolSession>(driver: Driver<S>, reason: CloseReason) {
-    let Driver { session, mut stream, shutdown, .. } = driver;
-    let (mut reader, mut writer) = stream.split();
+    let Driver { session, mut io, shutdown, .. } = driver;
+    let (mut reader, mut writer) = io.stream.split();
     if reason != CloseReason::SlowConsumer || session.finished().is_some() {
         let flush = writer.write_all(session.pending_output());
         let _ = tokio::time::timeout(FINAL_FLUSH, flush).await;
@@ -350,8 +372,7 @@ enum Next {
 /// besides the driver itself: every local kept across an await is a field of the task of every
 /// connection.
 struct Round {
-    /// Deliveries to take from the outbox at most (32-bit: no more than
-    /// [`DriveLimits::delivery_batch`]).
+    /// Deliveries to take from the outbox at most (32-bit: no more than [`DELIVERY_BATCH`]).
     window: u32,
     /// Read from the socket.
     reading: bool,
@@ -371,14 +392,8 @@ struct Round {
 /// the buffer, a slow consumer's write timeout, a due deadline. `write_progress` is when the
 /// socket last took output (or output started waiting); `timer` is set to the next deadline;
 /// `watching`: a signal is there to watch.
-fn plan<S: ProtocolSession>(
-    session: &mut S,
-    input: &mut BytesMut,
-    limits: &DriveLimits,
-    watching: bool,
-    write_progress: &mut Instant,
-    timer: &mut Timer,
-) -> Next {
+fn plan<S: ProtocolSession>(session: &mut S, io: &mut Sources, watching: bool, write_progress: &mut Instant) -> Next {
+    let Sources { input, limits, timer, .. } = io;
     if let Some(reason) = session.finished() {
         return Next::Done(Step::Closed(reason));
     }
@@ -410,7 +425,7 @@ fn plan<S: ProtocolSession>(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let reading = session.may_read() && backlog < limits.high_water as usize;
+    let reading = session.may_read() && backlog < HIGH_WATER;
     // Due already, with nothing waiting to be written (a round of MQTT retained messages,
     // once the last round is out): handled here rather than by the timer, whose
     // millisecond ticks would add a tick per round. With output waiting, the select
@@ -420,9 +435,9 @@ fn plan<S: ProtocolSession>(
         return Next::Yield;
     }
     let timed = deadline.is_some_and(|at| timer.set(at, now, session.core()));
-    let window = if backlog < limits.high_water as usize {
+    let window = if backlog < HIGH_WATER {
         // At most the batch, which is 32-bit.
-        session.delivery_window().min(limits.delivery_batch as usize) as u32
+        session.delivery_window().min(DELIVERY_BATCH) as u32
     } else {
         0
     };
@@ -445,8 +460,8 @@ fn plan<S: ProtocolSession>(
 #[allow(clippy::manual_async_fn, reason = "an async fn keeps its argument twice in its state")]
 fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step> + Send {
     async move {
-        if !driver.input.is_empty() {
-            driver.session.handle_bytes(&mut driver.input, Instant::now());
+        if !driver.io.input.is_empty() {
+            driver.session.handle_bytes(&mut driver.io.input, Instant::now());
         }
         // The router tells every open session of the broker's shutdown through its outbox
         // (see [`Wake::ShutDown`]); a connection that starts once it began is told here.
@@ -454,25 +469,12 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
         if shutting_down {
             driver.session.begin_shutdown(Instant::now());
         }
-        // Allocated by the first delivery, not before, and one pointer until then: a connection
-        // that never receives one (an idle sensor, a publisher) holds no room for a batch.
-        let mut batch = LazyVec::default();
-        // Moved to each new deadline: one that only moves later (heartbeats, keep-alives) costs
-        // neither a timer-wheel insertion nor a lock per event.
-        let mut timer = Timer::default();
         let mut write_progress = Instant::now();
         let mut turn = 0u8;
         loop {
             let watching = driver.signal.is_some();
             // Matched at once, not bound: a binding would be kept across the waits below.
-            let round = match plan(
-                &mut driver.session,
-                &mut driver.input,
-                &driver.limits,
-                watching,
-                &mut write_progress,
-                &mut timer,
-            ) {
+            let round = match plan(&mut driver.session, &mut driver.io, watching, &mut write_progress) {
                 Next::Done(step) => return step,
                 Next::Again => continue,
                 Next::Yield => {
@@ -482,16 +484,17 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                 Next::Wait(round) => round,
             };
             turn = (turn + 1) % SOURCES;
-            match wait(driver, &mut batch, &mut timer, round, turn).await {
-                Event::Read(Ok(0)) => driver.session.handle_eof(!driver.input.is_empty()),
+            match wait(driver, round, turn).await {
+                Event::Read(Ok(0)) => driver.session.handle_eof(!driver.io.input.is_empty()),
                 Event::Read(Ok(_)) => {
-                    driver.session.handle_bytes(&mut driver.input, Instant::now());
+                    driver.session.handle_bytes(&mut driver.io.input, Instant::now());
                     write_now(driver, &mut write_progress);
                 }
                 Event::Read(Err(e)) => driver.session.handle_io_error(&e),
                 Event::Written(written) => handle_written(&mut driver.session, written, &mut write_progress),
                 Event::Woken(Wake::Delivered(_)) => {
-                    batch.with_vec(|batch| driver.session.handle_deliveries(batch, Instant::now()));
+                    let Driver { session, io, .. } = &mut *driver;
+                    io.batch.with_vec(|batch| session.handle_deliveries(batch, Instant::now()));
                     write_now(driver, &mut write_progress);
                 }
                 Event::Woken(Wake::Overflowed) => driver.session.handle_overflow(Instant::now()),
@@ -506,7 +509,7 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
                 // Its sender is gone: nothing more to watch.
                 Event::Changed(Err(_)) => driver.signal = None,
                 Event::Durable(result) => driver.session.handle_durable(result, Instant::now()),
-                Event::Relieved => driver.session.handle_bytes(&mut driver.input, Instant::now()),
+                Event::Relieved => driver.session.handle_bytes(&mut driver.io.input, Instant::now()),
                 Event::Timer { reading } => {
                     let now = Instant::now();
                     if !reading {
@@ -531,7 +534,7 @@ fn write_now<S: ProtocolSession>(driver: &mut Driver<S>, write_progress: &mut In
         return;
     }
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    if let Poll::Ready(written) = Pin::new(&mut driver.stream.split().1).poll_write(&mut cx, output) {
+    if let Poll::Ready(written) = Pin::new(&mut driver.io.stream.split().1).poll_write(&mut cx, output) {
         handle_written(&mut driver.session, written, write_progress);
     }
 }
@@ -571,23 +574,19 @@ enum Event {
 const SOURCES: u8 = 7;
 
 /// One round's wait: the first of the sources [`Round`] enables. One poll function over the
-/// driver's parts, rather than a `select!` over a future per source: only these borrows and
-/// the two rare waits' boxes are kept across the wait, which is where every idle connection
-/// sits. Every source but those two keeps its waker where it is ready to be woken (the socket's
+/// driver's parts, rather than a `select!` over a future per source: only three borrows and the
+/// two rare waits' boxes are kept across the wait, which is where every idle connection sits.
+/// Every source but those two keeps its waker where it is ready to be woken (the socket's
 /// registration, the outbox, the store's commit, the timer), so that each can be polled afresh.
 struct Waits<'a, C, R> {
-    stream: &'a mut Transport,
-    input: &'a mut BytesMut,
+    io: &'a mut Sources,
+    /// The session's pending output.
     output: &'a [u8],
     core: &'a Session,
-    batch: &'a mut LazyVec<Delivery>,
-    timer: &'a mut Timer,
     /// The watched signal's change, when this round watches it.
     changed: Option<Pin<Box<C>>>,
     /// The congested subscribers' room, when this round waits for it.
     relieved: Option<Pin<Box<R>>>,
-    /// Bytes asked of the socket per read.
-    chunk: u32,
     round: Round,
     /// The source polled first: it moves on every round, so that a source that is always
     /// ready (a client that floods) cannot keep the others from their turns.
@@ -598,24 +597,18 @@ struct Waits<'a, C, R> {
 /// that `round` and the borrows it takes are not kept beside the wait in the loop's state.
 fn wait<'a, S: ProtocolSession>(
     driver: &'a mut Driver<S>,
-    batch: &'a mut LazyVec<Delivery>,
-    timer: &'a mut Timer,
     round: Round,
     first: u8,
 ) -> impl Future<Output = Event> + Send + 'a {
     let core = driver.session.core();
     let mut waits = Waits {
-        stream: &mut driver.stream,
-        input: &mut driver.input,
+        io: &mut driver.io,
         output: driver.session.pending_output(),
         core,
-        batch,
-        timer,
         // Boxed, and only for the rounds that watch them: rare waits whose futures should not
         // size the task of every connection.
         changed: driver.signal.as_mut().filter(|_| round.watching).map(|signal| Box::pin(signal.0.changed())),
         relieved: round.congested.then(|| Box::pin(core.relieve_congestion())),
-        chunk: driver.limits.read_chunk,
         round,
         first,
     };
@@ -645,14 +638,15 @@ where
             // On TCP, waits for readability without a buffer; one is allocated only when bytes
             // are there.
             0 if self.round.reading => {
-                self.stream.split().0.poll_read_into(cx, self.input, self.chunk as usize).map(Event::Read)
+                let Sources { stream, input, limits, .. } = &mut *self.io;
+                stream.split().0.poll_read_into(cx, input, limits.read_chunk as usize).map(Event::Read)
             }
             1 if self.round.writing => {
-                Pin::new(&mut self.stream.split().1).poll_write(cx, self.output).map(Event::Written)
+                Pin::new(&mut self.io.stream.split().1).poll_write(cx, self.output).map(Event::Written)
             }
             2 => {
                 let (receiver, window) = (self.core.receiver(), self.round.window as usize);
-                self.batch.with_vec(|batch| receiver.poll_wake(cx, batch, window)).map(Event::Woken)
+                self.io.batch.with_vec(|batch| receiver.poll_wake(cx, batch, window)).map(Event::Woken)
             }
             3 => self.changed.as_mut().map_or(Poll::Pending, |changed| changed.as_mut().poll(cx).map(Event::Changed)),
             4 if self.round.durable => self.core.poll_durable(cx).map(Event::Durable),
@@ -660,7 +654,7 @@ where
                 .relieved
                 .as_mut()
                 .map_or(Poll::Pending, |relieved| relieved.as_mut().poll(cx).map(|()| Event::Relieved)),
-            6 if self.round.timed => self.timer.poll(cx).map(|()| Event::Timer { reading: self.round.reading }),
+            6 if self.round.timed => self.io.timer.poll(cx).map(|()| Event::Timer { reading: self.round.reading }),
             _ => Poll::Pending,
         }
     }
