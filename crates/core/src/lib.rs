@@ -26,6 +26,7 @@ pub mod path;
 mod queue;
 mod retained;
 mod router;
+mod stamp;
 pub mod store;
 pub mod topic;
 pub mod transcode;
@@ -46,6 +47,7 @@ pub use router::{
     PublishOutcome, QueueError, Restored, Router, RouterConfig, SPOOL_PREFIX, Session, SharedError, Subscription,
     SubscriptionOptions, Target,
 };
+pub use stamp::Stamp;
 pub use tolk_metrics::{
     BridgeCounters, CloseReason, ClusterCounters, ConnectionGauge, Denial, DropReason, Encoding, Hop, MemoryKind,
     Metrics, Protocol, SpoolGauge,

@@ -36,6 +36,7 @@ use crate::lazy_vec::LazyVec;
 use crate::listener::linger;
 use crate::outbox::Wake;
 use crate::router::Session;
+use crate::stamp::Stamp;
 use crate::store::StoreError;
 use tolk_metrics::CloseReason;
 use tolk_tls::Tls;
@@ -163,7 +164,7 @@ pub struct Signal(pub watch::Receiver<u64>);
 pub const HIGH_WATER: usize = 256 * 1024;
 
 /// Deliveries taken from the outbox per wake-up, at most (see [`HIGH_WATER`]).
-const DELIVERY_BATCH: usize = 64;
+const DELIVERY_BATCH: u8 = 64;
 
 /// A front end's sizes for its connections (32-bit: they are small, and they sit in the task of
 /// every connection).
@@ -372,8 +373,8 @@ enum Next {
 /// besides the driver itself: every local kept across an await is a field of the task of every
 /// connection.
 struct Round {
-    /// Deliveries to take from the outbox at most (32-bit: no more than [`DELIVERY_BATCH`]).
-    window: u32,
+    /// Deliveries to take from the outbox at most (8-bit: no more than [`DELIVERY_BATCH`]).
+    window: u8,
     /// Read from the socket.
     reading: bool,
     /// Output waits to be written.
@@ -390,9 +391,9 @@ struct Round {
 
 /// Does what needs no waiting, and says what to wait for: the session's end, input left in
 /// the buffer, a slow consumer's write timeout, a due deadline. `write_progress` is when the
-/// socket last took output (or output started waiting); `timer` is set to the next deadline;
-/// `watching`: a signal is there to watch.
-fn plan<S: ProtocolSession>(session: &mut S, io: &mut Sources, watching: bool, write_progress: &mut Instant) -> Next {
+/// socket last took output (or output started waiting); the timer of `io` is set to the next
+/// deadline; `watching`: a signal is there to watch.
+fn plan<S: ProtocolSession>(session: &mut S, io: &mut Sources, watching: bool, write_progress: &mut Stamp) -> Next {
     let Sources { input, limits, timer, .. } = io;
     if let Some(reason) = session.finished() {
         return Next::Done(Step::Closed(reason));
@@ -410,13 +411,13 @@ fn plan<S: ProtocolSession>(session: &mut S, io: &mut Sources, watching: bool, w
     // it runs once per event of every connection.
     let now = Instant::now();
     let backlog = session.pending_output().len();
-    let stalled_at = limits.write_timeout().filter(|_| backlog > 0).map(|t| *write_progress + t);
+    let stalled_at = limits.write_timeout().filter(|_| backlog > 0).map(|t| write_progress.instant() + t);
     if stalled_at.is_some_and(|at| at <= now) {
         debug!(timeout = ?limits.write_timeout(), backlog, "output not taken in time; slow consumer");
         return Next::Done(Step::Closed(CloseReason::SlowConsumer));
     }
     if backlog == 0 {
-        *write_progress = now;
+        *write_progress = Stamp::new(now);
         if let Some(tls) = session.take_start_tls() {
             return Next::Done(Step::StartTls(tls));
         }
@@ -436,8 +437,8 @@ fn plan<S: ProtocolSession>(session: &mut S, io: &mut Sources, watching: bool, w
     }
     let timed = deadline.is_some_and(|at| timer.set(at, now, session.core()));
     let window = if backlog < HIGH_WATER {
-        // At most the batch, which is 32-bit.
-        session.delivery_window().min(DELIVERY_BATCH) as u32
+        // At most the batch, which is 8-bit.
+        session.delivery_window().min(DELIVERY_BATCH.into()) as u8
     } else {
         0
     };
@@ -469,7 +470,7 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
         if shutting_down {
             driver.session.begin_shutdown(Instant::now());
         }
-        let mut write_progress = Instant::now();
+        let mut write_progress = Stamp::new(Instant::now());
         let mut turn = 0u8;
         loop {
             let watching = driver.signal.is_some();
@@ -528,7 +529,7 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
 /// that follows. What the socket does not take is written by the next round's wait, which
 /// polls with the task's waker; the no-op waker given here is replaced there. The socket's
 /// answer is handled as the wait's would be.
-fn write_now<S: ProtocolSession>(driver: &mut Driver<S>, write_progress: &mut Instant) {
+fn write_now<S: ProtocolSession>(driver: &mut Driver<S>, write_progress: &mut Stamp) {
     let output = driver.session.pending_output();
     if output.is_empty() {
         return;
@@ -541,12 +542,13 @@ fn write_now<S: ProtocolSession>(driver: &mut Driver<S>, write_progress: &mut In
 
 /// Hands the socket's answer to pending output to the session: `n` bytes taken, none (the
 /// peer can take no more, an error), or an error.
-fn handle_written<S: ProtocolSession>(session: &mut S, written: io::Result<usize>, write_progress: &mut Instant) {
+fn handle_written<S: ProtocolSession>(session: &mut S, written: io::Result<usize>, write_progress: &mut Stamp) {
     match written {
         Ok(0) => session.handle_io_error(&io::ErrorKind::WriteZero.into()),
         Ok(n) => {
-            *write_progress = Instant::now();
-            session.advance_output(n, *write_progress);
+            let now = Instant::now();
+            *write_progress = Stamp::new(now);
+            session.advance_output(n, now);
         }
         Err(e) => session.handle_io_error(&e),
     }
