@@ -149,6 +149,15 @@ impl Shared {
         }
     }
 
+    /// Wakes the publishers waiting for room ([`Outbox::wait_for_room`]): there is room, or
+    /// waiting is pointless now (the outbox closed or overflowed), and each would otherwise
+    /// wait out its whole grace. Called after the state's lock is released.
+    fn wake_publishers(&self) {
+        if let Some(room) = self.room.get() {
+            room.notify_waiters();
+        }
+    }
+
     /// Whether a connected session's outbox is at its count or byte limit.
     fn is_full(&self, state: &State) -> bool {
         state.queue.len() >= self.limits.capacity || state.bytes >= self.limits.max_bytes
@@ -297,6 +306,7 @@ impl Outbox {
                     self.0.mark_pending();
                     drop(state);
                     self.0.notify.wake();
+                    self.0.wake_publishers();
                     return PushOutcome::Overflowed;
                 }
                 state.congested_at_least_once = true;
@@ -349,6 +359,7 @@ impl Outbox {
             self.0.mark_pending();
             drop(state);
             self.0.notify.wake();
+            self.0.wake_publishers();
         } else if self.0.is_full(&state) {
             state.stalled = true;
         }
@@ -476,9 +487,7 @@ impl OutboxReceiver {
         if relieved {
             // No one has waited yet if there is none: a publisher makes it before it looks at
             // the outbox (under the lock this drain took), so one that looks later sees room.
-            if let Some(room) = self.shared.room.get() {
-                room.notify_waiters();
-            }
+            self.shared.wake_publishers();
         }
         if let Some(transcoder) = &self.transcoder {
             for delivery in &mut into[start..] {
@@ -619,6 +628,7 @@ impl Drop for OutboxReceiver {
         let n = state.queue.len();
         self.shared.take(&mut state, n, &mut undelivered);
         drop(state);
+        self.shared.wake_publishers();
         // Queue deliveries stay unacknowledged in their queue until the session removes its
         // consumers, which puts them back for other consumers; the rest are lost with the
         // session, and counted.
@@ -632,7 +642,7 @@ impl Drop for OutboxReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     use crate::message::{Message, Origin};
 
@@ -763,6 +773,35 @@ mod tests {
         assert_eq!(rx.try_drain(&mut Vec::new(), 1), Ok(1));
         waiter.await.unwrap();
         assert_eq!(rx.try_drain(&mut Vec::new(), 10), Ok(1), "the congested deliveries were kept");
+    }
+
+    /// A subscriber that goes (it disconnected, or was closed as a slow consumer) or overflows
+    /// lets its waiting publishers go on at once, instead of at the end of their grace.
+    #[tokio::test]
+    async fn a_closed_or_overflowed_outbox_wakes_the_publishers_waiting_for_room() {
+        let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(1));
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        let waiter = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.wait_for_room().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "no room yet");
+        drop(rx);
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken when the outbox closed").unwrap();
+
+        let (tx, _rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(1));
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
+        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
+        let waiter = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.wait_for_room().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "no room yet");
+        tx.give_up_waiting();
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken when it overflowed").unwrap();
     }
 
     #[test]

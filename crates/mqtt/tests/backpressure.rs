@@ -4,10 +4,12 @@
 
 mod common;
 
+use std::num::NonZeroU16;
 use std::time::Duration;
 
 use common::v4::{self, AsyncClient, Event, MqttOptions, Packet, QoS};
-use common::{WAIT, config, start_with};
+use common::{MqttConfigExt, Raw, WAIT, config, eventually, start_with};
+use rmqtt_codec::v5 as r5;
 use tolk_core::{CloseReason, Protocol, RouterConfig};
 
 const MESSAGES: usize = 300;
@@ -109,6 +111,61 @@ async fn a_client_publishing_to_its_own_subscription_is_not_deadlocked() {
     assert_eq!(received, (0..MESSAGES as u32).collect::<Vec<_>>(), "every message, once, in order");
     let counters = broker.metrics().protocol(Protocol::Mqtt);
     assert_eq!(counters.closed_count(CloseReason::SlowConsumer), 0, "not dropped as a slow consumer");
+    drop(sender.await.unwrap());
+    broker.stop().await;
+}
+
+/// A client that stops reading while output waits for its socket is closed as a slow consumer
+/// once the socket has taken none of it for `write_timeout`; the client beside it, which keeps
+/// reading, gets every message (its publisher waits for the stuck one's outbox meanwhile, and
+/// goes on once it is closed).
+#[tokio::test]
+async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
+    const MESSAGES: u32 = 2048;
+    // 16 MiB in all, more than the loopback socket buffers of the stuck client hold.
+    const SIZE: usize = 8 * 1024;
+    // Long enough that only the write timeout can close the stuck client.
+    let router = RouterConfig { slow_consumer_grace: Duration::from_secs(60), ..RouterConfig::default() };
+    let broker = start_with(MqttConfigExt::with(|c| c.write_timeout = Duration::from_millis(300)), router).await;
+    let mut reader = v4::connect(v4::options(broker.port, "reader")).await;
+    reader.subscribe("flood", QoS::AtMostOnce).await;
+    let (mut stuck, _) = Raw::handshake5(broker.port, Raw::connect5("stuck")).await;
+    stuck
+        .send5(r5::Packet::Subscribe(r5::Subscribe {
+            packet_id: NonZeroU16::MIN,
+            id: None,
+            user_properties: Vec::new(),
+            topic_filters: vec![("flood".into(), r5::SubscriptionOptions::default())],
+        }))
+        .await;
+    assert!(matches!(stuck.recv5().await, Some(r5::Packet::SubscribeAck(_))));
+
+    let publisher = v4::connect(v4::options(broker.port, "flooder")).await;
+    let sender = tokio::spawn(async move {
+        for n in 0..MESSAGES {
+            let mut payload = vec![0; SIZE];
+            payload[..4].copy_from_slice(&n.to_be_bytes());
+            publisher.client.publish("flood", QoS::AtMostOnce, false, payload).await.unwrap();
+        }
+        publisher
+    });
+    let mut received = Vec::with_capacity(MESSAGES as usize);
+    while received.len() < MESSAGES as usize {
+        let publish = reader.publish().await;
+        received.push(u32::from_be_bytes(publish.payload[..4].try_into().unwrap()));
+    }
+    assert_eq!(received, (0..MESSAGES).collect::<Vec<_>>(), "every message, once, in order");
+    // The stuck client reads at last: what its socket took, then the end of the connection.
+    let mut taken = 0;
+    while let Some(packet) = stuck.recv5().await {
+        assert!(matches!(packet, r5::Packet::Publish(_)), "only deliveries: {packet:?}");
+        taken += 1;
+    }
+    assert!(taken < MESSAGES, "closed before it was sent everything ({taken})");
+    drop(stuck);
+    let counters = broker.metrics().protocol(Protocol::Mqtt);
+    eventually("the stuck client's close counted", || counters.closed_count(CloseReason::SlowConsumer) == 1).await;
+    assert_eq!(counters.dropped_count(tolk_core::DropReason::OutboxFull), 0, "nothing was dropped");
     drop(sender.await.unwrap());
     broker.stop().await;
 }

@@ -391,9 +391,14 @@ struct Round {
 
 /// Does what needs no waiting, and says what to wait for: the session's end, input left in
 /// the buffer, a slow consumer's write timeout, a due deadline. `write_progress` is when the
-/// socket last took output (or output started waiting); the timer of `io` is set to the next
+/// socket last took output, or output started waiting (`None` while none waits); the timer of `io` is set to the next
 /// deadline; `watching`: a signal is there to watch.
-fn plan<S: ProtocolSession>(session: &mut S, io: &mut Sources, watching: bool, write_progress: &mut Stamp) -> Next {
+fn plan<S: ProtocolSession>(
+    session: &mut S,
+    io: &mut Sources,
+    watching: bool,
+    write_progress: &mut Option<Stamp>,
+) -> Next {
     let Sources { input, limits, timer, .. } = io;
     if let Some(reason) = session.finished() {
         return Next::Done(Step::Closed(reason));
@@ -411,13 +416,17 @@ fn plan<S: ProtocolSession>(session: &mut S, io: &mut Sources, watching: bool, w
     // it runs once per event of every connection.
     let now = Instant::now();
     let backlog = session.pending_output().len();
-    let stalled_at = limits.write_timeout().filter(|_| backlog > 0).map(|t| write_progress.instant() + t);
+    if backlog > 0 && write_progress.is_none() {
+        // Output started waiting since the last round.
+        *write_progress = Some(Stamp::new(now));
+    }
+    let stalled_at = limits.write_timeout().zip(*write_progress).map(|(t, at)| at.instant() + t);
     if stalled_at.is_some_and(|at| at <= now) {
         debug!(timeout = ?limits.write_timeout(), backlog, "output not taken in time; slow consumer");
         return Next::Done(Step::Closed(CloseReason::SlowConsumer));
     }
     if backlog == 0 {
-        *write_progress = Stamp::new(now);
+        *write_progress = None;
         if let Some(tls) = session.take_start_tls() {
             return Next::Done(Step::StartTls(tls));
         }
@@ -470,7 +479,7 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
         if shutting_down {
             driver.session.begin_shutdown(Instant::now());
         }
-        let mut write_progress = Stamp::new(Instant::now());
+        let mut write_progress = None;
         let mut turn = 0u8;
         loop {
             let watching = driver.signal.is_some();
@@ -529,7 +538,7 @@ fn run<S: ProtocolSession>(driver: &mut Driver<S>) -> impl Future<Output = Step>
 /// that follows. What the socket does not take is written by the next round's wait, which
 /// polls with the task's waker; the no-op waker given here is replaced there. The socket's
 /// answer is handled as the wait's would be.
-fn write_now<S: ProtocolSession>(driver: &mut Driver<S>, write_progress: &mut Stamp) {
+fn write_now<S: ProtocolSession>(driver: &mut Driver<S>, write_progress: &mut Option<Stamp>) {
     let output = driver.session.pending_output();
     if output.is_empty() {
         return;
@@ -542,13 +551,17 @@ fn write_now<S: ProtocolSession>(driver: &mut Driver<S>, write_progress: &mut St
 
 /// Hands the socket's answer to pending output to the session: `n` bytes taken, none (the
 /// peer can take no more, an error), or an error.
-fn handle_written<S: ProtocolSession>(session: &mut S, written: io::Result<usize>, write_progress: &mut Stamp) {
+fn handle_written<S: ProtocolSession>(session: &mut S, written: io::Result<usize>, write_progress: &mut Option<Stamp>) {
     match written {
         Ok(0) => session.handle_io_error(&io::ErrorKind::WriteZero.into()),
         Ok(n) => {
             let now = Instant::now();
-            *write_progress = Stamp::new(now);
             session.advance_output(n, now);
+            // Progress counts only while output is left: once it is all out, the next round
+            // forgets it.
+            if !session.pending_output().is_empty() {
+                *write_progress = Some(Stamp::new(now));
+            }
         }
         Err(e) => session.handle_io_error(&e),
     }
