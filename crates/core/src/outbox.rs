@@ -779,6 +779,17 @@ mod tests {
     /// lets its waiting publishers go on at once, instead of at the end of their grace.
     #[tokio::test]
     async fn a_closed_or_overflowed_outbox_wakes_the_publishers_waiting_for_room() {
+        let (_tx, rx, waiter) = congested_with_a_publisher_waiting().await;
+        drop(rx);
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken when the outbox closed").unwrap();
+
+        let (tx, _rx, waiter) = congested_with_a_publisher_waiting().await;
+        tx.give_up_waiting();
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken when it overflowed").unwrap();
+    }
+
+    /// A full outbox of capacity 1 and a publisher waiting for its room.
+    async fn congested_with_a_publisher_waiting() -> (Outbox, OutboxReceiver, tokio::task::JoinHandle<()>) {
         let (tx, rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(1));
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
         assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
@@ -788,20 +799,7 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished(), "no room yet");
-        drop(rx);
-        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken when the outbox closed").unwrap();
-
-        let (tx, _rx) = test_outbox(Protocol::Mqtt, OutboxLimits::count(1));
-        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Queued);
-        assert_eq!(tx.push(delivery(QoS::AtLeastOnce)), PushOutcome::Congested);
-        let waiter = tokio::spawn({
-            let tx = tx.clone();
-            async move { tx.wait_for_room().await }
-        });
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished(), "no room yet");
-        tx.give_up_waiting();
-        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken when it overflowed").unwrap();
+        (tx, rx, waiter)
     }
 
     #[test]
