@@ -391,8 +391,8 @@ struct Round {
 
 /// Does what needs no waiting, and says what to wait for: the session's end, input left in
 /// the buffer, a slow consumer's write timeout, a due deadline. `write_progress` is when the
-/// socket last took output, or output started waiting (`None` while none waits); the timer of `io` is set to the next
-/// deadline; `watching`: a signal is there to watch.
+/// socket last took output, or output started waiting (`None` while none waits); the timer of
+/// `io` is set to the next deadline; `watching`: a signal is there to watch.
 fn plan<S: ProtocolSession>(
     session: &mut S,
     io: &mut Sources,
